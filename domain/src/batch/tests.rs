@@ -1,0 +1,98 @@
+//! Batch format tests, including the golden SEND_MESSAGES vector of the protocol reference.
+
+use super::*;
+use proptest::prelude::*;
+
+const ORIGIN: u64 = 1_700_000_000_000_000;
+
+/// The golden batch: id 1 "hello" at ORIGIN, id 2 "world!" at ORIGIN + 10 µs.
+fn golden() -> Vec<u8> {
+    let mut batch = build(&[(1, b"hello", b""), (2, b"world!", b"")], ORIGIN);
+    // Message 1 was produced 10 µs after the batch origin.
+    let second = BATCH_HEADER_SIZE + MESSAGE_HEADER_SIZE + 5;
+    batch[second + 28..second + 32].copy_from_slice(&10u32.to_le_bytes());
+    let checksum = xxh3_64(&batch[second + 8..]);
+    batch[second..second + 8].copy_from_slice(&checksum.to_le_bytes());
+    let checksum = compute_checksum(&batch);
+    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+    batch
+}
+
+#[test]
+fn matches_the_golden_vector() {
+    let batch = golden();
+    assert_eq!(batch.len(), 363);
+    assert_eq!(&batch[24..32], &[0x00, 0x40, 0x1e, 0x18, 0x24, 0x0a, 0x06, 0x00]);
+    let frame_checksums: Vec<u64> = frames(&batch).map(|f| f.checksum).collect();
+    assert_eq!(frame_checksums, vec![0xb9bfbddb9ea55c8e, 0x544587a53f761b9b]);
+    assert_eq!(BatchHeader::read(&batch).checksum, 0xad56b8ecd4abb568);
+    assert!(validate(&batch, 2).is_ok());
+}
+
+#[test]
+fn detects_corruption() {
+    let batch = golden();
+    for position in [30, 100, BATCH_HEADER_SIZE + 20, batch.len() - 1] {
+        let mut bad = batch.clone();
+        bad[position] ^= 0x40;
+        assert!(validate(&bad, 2).is_err(), "flip at {position} not detected");
+        assert!(!verify_stored(&bad), "flip at {position} not detected on read");
+    }
+    assert_eq!(validate(&batch, 3), Err(ErrorCode::InvalidMessagesCount));
+    assert!(validate(&batch[..batch.len() - 1], 2).is_err());
+}
+
+#[test]
+fn stamping_reseals() {
+    let mut batch = golden();
+    stamp(&mut batch, 3, 100, 42);
+    let header = BatchHeader::read(&batch);
+    assert_eq!((header.partition_id, header.base_offset, header.base_timestamp), (3, 100, 42));
+    assert_eq!(header.last_offset(), 101);
+    assert!(verify_stored(&batch));
+}
+
+#[test]
+fn slices_keep_deltas() {
+    let mut batch = golden();
+    stamp(&mut batch, 0, 100, 42);
+    let mut out = Vec::new();
+    assert_eq!(append_slice(&batch, 101, 5, &mut out), 1);
+    assert!(verify_stored(&out));
+    let frame = frames(&out).next().unwrap();
+    assert_eq!(frame.offset_delta, 1);
+    assert_eq!(&out[frame.end - 6..frame.end], b"world!");
+    let mut whole = Vec::new();
+    assert_eq!(append_slice(&batch, 90, 5, &mut whole), 2);
+    assert_eq!(whole, batch);
+    assert_eq!(append_slice(&batch, 102, 5, &mut Vec::new()), 0);
+}
+
+#[test]
+fn rejects_empty_payloads_and_bad_headers() {
+    assert_eq!(validate(&build(&[(1, b"", b"")], 0), 1), Err(ErrorCode::EmptyMessagePayload));
+    assert!(validate(&build(&[(1, b"x", &[0, 1, 0, 0, 0])], 0), 1).is_err());
+    let mut headers = Vec::new();
+    tlv::put(&mut headers, "key", tlv::KIND_STRING, b"value");
+    assert!(validate(&build(&[(1, b"x", &headers)], 0), 1).is_ok());
+}
+
+proptest! {
+    #[test]
+    fn built_batches_validate_and_slice(payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..64), 1..20), base in 0u64..1_000_000, from in 0u64..30, max in 1u32..30) {
+        let messages: Vec<(u128, &[u8], &[u8])> = payloads.iter().enumerate().map(|(i, p)| (i as u128 + 1, p.as_slice(), &b""[..])).collect();
+        let mut batch = build(&messages, 7);
+        prop_assert!(validate(&batch, messages.len() as u32).is_ok());
+        stamp(&mut batch, 1, base, 9);
+        prop_assert!(verify_stored(&batch));
+        let mut out = Vec::new();
+        let taken = append_slice(&batch, base + from, max, &mut out);
+        let expected = (messages.len() as u64).saturating_sub(from).min(max as u64) as u32;
+        prop_assert_eq!(taken, expected);
+        if taken > 0 {
+            prop_assert!(verify_stored(&out));
+            let first = frames(&out).next().unwrap();
+            prop_assert_eq!(first.offset_delta as u64, from);
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Iggy error codes that Rill puts on the wire (`status` of a reply or a result section).
+
+/// An Iggy error code. The numeric values are the ones `IggyError` uses, because the official
+/// clients map `status` back to their own error enum by number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ErrorCode {
+    Error = 1,
+    InvalidConfiguration = 2,
+    InvalidCommand = 3,
+    InvalidFormat = 4,
+    FeatureUnavailable = 5,
+    InvalidIdentifier = 6,
+    ResourceNotFound = 20,
+    Unauthenticated = 40,
+    Unauthorized = 41,
+    InvalidCredentials = 42,
+    InvalidUsername = 43,
+    InvalidPassword = 44,
+    ClientNotFound = 100,
+    StreamIdNotFound = 1009,
+    StreamNameNotFound = 1010,
+    StreamNameAlreadyExists = 1012,
+    InvalidStreamName = 1013,
+    InvalidStreamId = 1014,
+    TooManyStreams = 1020,
+    TopicIdNotFound = 2010,
+    TopicNameNotFound = 2011,
+    TopicNameAlreadyExists = 2013,
+    InvalidTopicName = 2014,
+    TooManyPartitions = 2015,
+    InvalidTopicId = 2016,
+    InvalidPartitionsCount = 2019,
+    TooManyTopics = 2021,
+    PartitionNotFound = 3007,
+    NoPartitions = 3008,
+    ConsumerOffsetNotFound = 3021,
+    SegmentNotFound = 4000,
+    InvalidMessagesCount = 4009,
+    TooBigUserHeaders = 4017,
+    TooBigMessagePayload = 4022,
+    EmptyMessagePayload = 4024,
+    InvalidMessageChecksum = 4027,
+    InvalidMessageTimestampDelta = 4038,
+    InvalidBatchChecksum = 4039,
+    InvalidHeaderKind = 4040,
+    UnsupportedOptionKey = 4041,
+    InvalidOptionValue = 4042,
+    OptionsBlockTooLarge = 4043,
+    ConsumerGroupIdNotFound = 5000,
+    IoError = 13000,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} ({})", self, self.code())
+    }
+}
+
+impl std::error::Error for ErrorCode {}

@@ -1,0 +1,20 @@
+//! Rill's pure core: the partition namespace and routing, identifiers, the Iggy 0.11 wire
+//! codec, the message batch format, segments and their index, polling, and the metadata
+//! state machine. No IO, no clock, no randomness: callers pass time and bytes in.
+
+pub mod batch;
+pub mod constants;
+pub mod error;
+pub mod identifier;
+pub mod metadata;
+pub mod namespace;
+pub mod polling;
+pub mod segment;
+pub mod topic_options;
+pub mod version;
+pub mod wire;
+
+pub use error::ErrorCode;
+pub use identifier::Identifier;
+pub use namespace::Namespace;
+pub use polling::PollingStrategy;

@@ -1,0 +1,223 @@
+//! The metadata state machine: streams, topics and partitions. It is applied only from
+//! journaled operations with the timestamp the journal recorded, so replay rebuilds the
+//! exact same state (ids, names, creation times).
+
+use std::collections::BTreeMap;
+
+use crate::constants::{MAX_PARTITIONS_PER_REQUEST, MAX_PARTITIONS_PER_TOPIC, MAX_STREAMS, MAX_TOPICS_PER_STREAM};
+use crate::error::ErrorCode;
+use crate::identifier::Identifier;
+use crate::topic_options::TopicSettings;
+use crate::wire::command::{MetadataOp, TopicRef};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    pub id: u32,
+    pub name: String,
+    pub created_at: u64,
+    pub topics: BTreeMap<u32, Topic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub id: u32,
+    pub name: String,
+    pub created_at: u64,
+    pub settings: TopicSettings,
+    /// Creation time of each partition; partition ids are the dense indexes `0..len`.
+    pub partitions: Vec<u64>,
+}
+
+/// What an applied operation changed, so the caller can mirror it in storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    StreamCreated { stream_id: u32 },
+    StreamUpdated { stream_id: u32 },
+    StreamDeleted { stream_id: u32 },
+    StreamPurged { stream_id: u32 },
+    TopicCreated { stream_id: u32, topic_id: u32 },
+    TopicUpdated { stream_id: u32, topic_id: u32 },
+    TopicDeleted { stream_id: u32, topic_id: u32 },
+    TopicPurged { stream_id: u32, topic_id: u32 },
+    PartitionsCreated { stream_id: u32, topic_id: u32, first: u32, count: u32 },
+    PartitionsDeleted { stream_id: u32, topic_id: u32, first: u32, count: u32 },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    streams: BTreeMap<u32, Stream>,
+}
+
+/// The lowest id in `0..limit` not used as a key.
+fn lowest_free<V>(map: &BTreeMap<u32, V>, limit: u32) -> Option<u32> {
+    let mut candidate = 0;
+    for &id in map.keys() {
+        if id != candidate {
+            break;
+        }
+        candidate += 1;
+    }
+    (candidate < limit).then_some(candidate)
+}
+
+impl Metadata {
+    pub fn streams(&self) -> impl Iterator<Item = &Stream> {
+        self.streams.values()
+    }
+
+    pub fn stream_id(&self, stream: &Identifier) -> Result<u32, ErrorCode> {
+        match stream {
+            Identifier::Numeric(id) => self.streams.contains_key(id).then_some(*id),
+            Identifier::Name(name) => self.streams.values().find(|s| &s.name == name).map(|s| s.id),
+        }
+        .ok_or(ErrorCode::StreamIdNotFound)
+    }
+
+    pub fn stream(&self, stream: &Identifier) -> Result<&Stream, ErrorCode> {
+        Ok(&self.streams[&self.stream_id(stream)?])
+    }
+
+    /// Resolves both identifiers to `(stream_id, topic_id)`.
+    pub fn topic_ids(&self, topic: &TopicRef) -> Result<(u32, u32), ErrorCode> {
+        let stream = self.stream(&topic.stream)?;
+        let topic_id = match &topic.topic {
+            Identifier::Numeric(id) => stream.topics.contains_key(id).then_some(*id),
+            Identifier::Name(name) => stream.topics.values().find(|t| &t.name == name).map(|t| t.id),
+        }
+        .ok_or(ErrorCode::TopicIdNotFound)?;
+        Ok((stream.id, topic_id))
+    }
+
+    pub fn topic(&self, topic: &TopicRef) -> Result<&Topic, ErrorCode> {
+        let (stream_id, topic_id) = self.topic_ids(topic)?;
+        Ok(&self.streams[&stream_id].topics[&topic_id])
+    }
+
+    pub fn topic_by_ids(&self, stream_id: u32, topic_id: u32) -> Option<&Topic> {
+        self.streams.get(&stream_id)?.topics.get(&topic_id)
+    }
+
+    fn topic_mut(&mut self, topic: &TopicRef) -> Result<&mut Topic, ErrorCode> {
+        let (stream_id, topic_id) = self.topic_ids(topic)?;
+        Ok(self.streams.get_mut(&stream_id).unwrap().topics.get_mut(&topic_id).unwrap())
+    }
+
+    /// Applies one operation. Every check happens before the first mutation, so a refused
+    /// operation leaves the state untouched.
+    pub fn apply(&mut self, op: &MetadataOp<'_>, timestamp: u64) -> Result<Applied, ErrorCode> {
+        match op {
+            MetadataOp::CreateStream { name } => self.create_stream(name, timestamp),
+            MetadataOp::UpdateStream { stream, name } => {
+                let stream_id = self.stream_id(stream)?;
+                if self.streams.values().any(|s| &s.name == name && s.id != stream_id) {
+                    return Err(ErrorCode::StreamNameAlreadyExists);
+                }
+                self.streams.get_mut(&stream_id).unwrap().name = name.clone();
+                Ok(Applied::StreamUpdated { stream_id })
+            }
+            MetadataOp::DeleteStream { stream } => {
+                let stream_id = self.stream_id(stream)?;
+                self.streams.remove(&stream_id);
+                Ok(Applied::StreamDeleted { stream_id })
+            }
+            MetadataOp::PurgeStream { stream } => Ok(Applied::StreamPurged { stream_id: self.stream_id(stream)? }),
+            MetadataOp::CreateTopic { stream, partitions_count, name, options } => {
+                self.create_topic(stream, *partitions_count, name, options, timestamp)
+            }
+            MetadataOp::UpdateTopic { topic, name, options } => self.update_topic(topic, name, options),
+            MetadataOp::DeleteTopic(topic) => {
+                let (stream_id, topic_id) = self.topic_ids(topic)?;
+                self.streams.get_mut(&stream_id).unwrap().topics.remove(&topic_id);
+                Ok(Applied::TopicDeleted { stream_id, topic_id })
+            }
+            MetadataOp::PurgeTopic(topic) => {
+                let (stream_id, topic_id) = self.topic_ids(topic)?;
+                Ok(Applied::TopicPurged { stream_id, topic_id })
+            }
+            MetadataOp::CreatePartitions { topic, count } => self.create_partitions(topic, *count, timestamp),
+            MetadataOp::DeletePartitions { topic, count } => self.delete_partitions(topic, *count),
+        }
+    }
+
+    fn create_stream(&mut self, name: &str, timestamp: u64) -> Result<Applied, ErrorCode> {
+        if self.streams.values().any(|s| s.name == name) {
+            return Err(ErrorCode::StreamNameAlreadyExists);
+        }
+        let stream_id = lowest_free(&self.streams, MAX_STREAMS).ok_or(ErrorCode::TooManyStreams)?;
+        let stream = Stream { id: stream_id, name: name.to_owned(), created_at: timestamp, topics: BTreeMap::new() };
+        self.streams.insert(stream_id, stream);
+        Ok(Applied::StreamCreated { stream_id })
+    }
+
+    fn create_topic(
+        &mut self,
+        stream: &Identifier,
+        partitions_count: u32,
+        name: &str,
+        options: &[u8],
+        timestamp: u64,
+    ) -> Result<Applied, ErrorCode> {
+        let stream_id = self.stream_id(stream)?;
+        let topics = &self.streams[&stream_id].topics;
+        if topics.values().any(|t| t.name == name) {
+            return Err(ErrorCode::TopicNameAlreadyExists);
+        }
+        if partitions_count > MAX_PARTITIONS_PER_REQUEST {
+            return Err(ErrorCode::InvalidPartitionsCount);
+        }
+        let topic_id = lowest_free(topics, MAX_TOPICS_PER_STREAM).ok_or(ErrorCode::TooManyTopics)?;
+        let mut settings = TopicSettings::default();
+        settings.apply_options(options, false)?;
+        let topic = Topic {
+            id: topic_id,
+            name: name.to_owned(),
+            created_at: timestamp,
+            settings,
+            partitions: vec![timestamp; partitions_count as usize],
+        };
+        self.streams.get_mut(&stream_id).unwrap().topics.insert(topic_id, topic);
+        Ok(Applied::TopicCreated { stream_id, topic_id })
+    }
+
+    fn update_topic(&mut self, topic: &TopicRef, name: &str, options: &[u8]) -> Result<Applied, ErrorCode> {
+        let (stream_id, topic_id) = self.topic_ids(topic)?;
+        let stream = &self.streams[&stream_id];
+        if stream.topics.values().any(|t| t.name == name && t.id != topic_id) {
+            return Err(ErrorCode::TopicNameAlreadyExists);
+        }
+        let mut settings = stream.topics[&topic_id].settings.clone();
+        settings.apply_options(options, true)?;
+        let topic = self.topic_mut(topic)?;
+        topic.name = name.to_owned();
+        topic.settings = settings;
+        Ok(Applied::TopicUpdated { stream_id, topic_id })
+    }
+
+    fn create_partitions(&mut self, topic_ref: &TopicRef, count: u32, timestamp: u64) -> Result<Applied, ErrorCode> {
+        let (stream_id, topic_id) = self.topic_ids(topic_ref)?;
+        if count == 0 || count > MAX_PARTITIONS_PER_REQUEST {
+            return Err(ErrorCode::InvalidPartitionsCount);
+        }
+        let topic = self.topic_mut(topic_ref)?;
+        let first = topic.partitions.len() as u32;
+        if first + count > MAX_PARTITIONS_PER_TOPIC {
+            return Err(ErrorCode::TooManyPartitions);
+        }
+        topic.partitions.extend(std::iter::repeat_n(timestamp, count as usize));
+        Ok(Applied::PartitionsCreated { stream_id, topic_id, first, count })
+    }
+
+    fn delete_partitions(&mut self, topic_ref: &TopicRef, count: u32) -> Result<Applied, ErrorCode> {
+        let (stream_id, topic_id) = self.topic_ids(topic_ref)?;
+        let topic = self.topic_mut(topic_ref)?;
+        let existing = topic.partitions.len() as u32;
+        if count == 0 || count > MAX_PARTITIONS_PER_REQUEST || count > existing {
+            return Err(ErrorCode::InvalidPartitionsCount);
+        }
+        topic.partitions.truncate((existing - count) as usize);
+        Ok(Applied::PartitionsDeleted { stream_id, topic_id, first: existing - count, count })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! Per-topic settings and the option keys that set them (the union of iggy 0.11.0's
+//! `durability` catalog and the `enforce_fsync` catalog, so every 0.11 client can create topics).
+
+use crate::constants::{
+    DEFAULT_MESSAGES_REQUIRED_TO_SAVE, DEFAULT_SEGMENT_SIZE_BYTES,
+    DEFAULT_SIZE_REQUIRED_TO_SAVE_BYTES, MIN_SEGMENT_SIZE_BYTES,
+};
+use crate::error::ErrorCode;
+use crate::wire::tlv::{self, Entry};
+
+pub const NEVER_EXPIRE: u64 = u64::MAX;
+pub const UNLIMITED_SIZE: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None = 1,
+    Gzip = 2,
+}
+
+/// The settings a topic runs with. `explicit` keeps the raw keys the client sent so replies
+/// can echo them, as the client's option block expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSettings {
+    pub compression: Compression,
+    pub message_expiry_us: u64,
+    pub max_topic_size_bytes: u64,
+    pub segment_size_bytes: u64,
+    pub messages_required_to_save: u32,
+    pub size_required_to_save_bytes: u64,
+    /// Acknowledge a send only after its bytes are fsynced.
+    pub enforce_fsync: bool,
+    /// Fsync stored consumer offsets before acknowledging them.
+    pub consumer_offset_fsync: bool,
+    pub explicit: Vec<u8>,
+}
+
+impl Default for TopicSettings {
+    fn default() -> Self {
+        Self {
+            compression: Compression::None,
+            message_expiry_us: NEVER_EXPIRE,
+            max_topic_size_bytes: UNLIMITED_SIZE,
+            segment_size_bytes: DEFAULT_SEGMENT_SIZE_BYTES,
+            messages_required_to_save: DEFAULT_MESSAGES_REQUIRED_TO_SAVE,
+            size_required_to_save_bytes: DEFAULT_SIZE_REQUIRED_TO_SAVE_BYTES,
+            enforce_fsync: false,
+            consumer_offset_fsync: false,
+            explicit: Vec::new(),
+        }
+    }
+}
+
+fn as_text<'a>(entry: &Entry<'a>) -> Option<&'a str> {
+    (entry.value_kind == tlv::KIND_STRING).then(|| std::str::from_utf8(entry.value).ok())?
+}
+
+fn as_u64(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
+    let bad = ErrorCode::InvalidOptionValue;
+    match entry.value_kind {
+        tlv::KIND_STRING => as_text(entry).and_then(|t| t.trim().parse().ok()).ok_or(bad),
+        _ if entry.value.len() == 8 => Ok(u64::from_le_bytes(entry.value.try_into().unwrap())),
+        _ if entry.value.len() == 4 => Ok(u32::from_le_bytes(entry.value.try_into().unwrap()) as u64),
+        _ => Err(bad),
+    }
+}
+
+fn as_bool(entry: &Entry<'_>) -> Result<bool, ErrorCode> {
+    match (entry.value_kind, entry.value) {
+        (tlv::KIND_BOOL, [0]) => Ok(false),
+        (tlv::KIND_BOOL, [1]) => Ok(true),
+        (tlv::KIND_STRING, b"true") => Ok(true),
+        (tlv::KIND_STRING, b"false") => Ok(false),
+        _ => Err(ErrorCode::InvalidOptionValue),
+    }
+}
+
+/// Parses a durability level: `persisted` means fsync before acknowledging.
+fn durability_is_persisted(entry: &Entry<'_>) -> Result<bool, ErrorCode> {
+    match as_text(entry) {
+        Some("persisted") => Ok(true),
+        Some("replicated") | Some("memory") | Some("none") => Ok(false),
+        _ => Err(ErrorCode::InvalidOptionValue),
+    }
+}
+
+/// A humantime-like duration ("7 days", "1h", "none") in microseconds, or a plain number.
+fn as_expiry(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
+    if let Ok(value) = as_u64(entry) {
+        return Ok(if value == 0 { NEVER_EXPIRE } else { value });
+    }
+    let text = as_text(entry).ok_or(ErrorCode::InvalidOptionValue)?.trim();
+    if matches!(text, "none" | "never" | "unlimited") {
+        return Ok(NEVER_EXPIRE);
+    }
+    parse_duration_us(text).ok_or(ErrorCode::InvalidOptionValue)
+}
+
+/// Parses `<number><unit>` pairs such as `1h 30m` or `7 days` into microseconds.
+pub fn parse_duration_us(text: &str) -> Option<u64> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let (mut total, mut rest) = (0u64, compact.as_str());
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let number: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_us: u64 = match &rest[..unit_len] {
+            "us" | "µs" => 1,
+            "ms" => 1_000,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000_000,
+            "d" | "day" | "days" => 86_400_000_000,
+            "w" | "week" | "weeks" => 604_800_000_000,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total = total.checked_add(number.checked_mul(unit_us)?)?;
+    }
+    (total > 0).then_some(total)
+}
+
+impl TopicSettings {
+    /// Applies an options block on top of `self`. Unknown keys are refused with 4041, so a
+    /// typo never silently falls back to a default.
+    pub fn apply_options(&mut self, block: &[u8], updating: bool) -> Result<(), ErrorCode> {
+        let entries = tlv::decode_options(block)?;
+        for entry in &entries {
+            let key = std::str::from_utf8(entry.key).map_err(|_| ErrorCode::InvalidFormat)?;
+            if updating && !matches!(key, "compression_algorithm" | "message_expiry" | "max_topic_size") {
+                return Err(ErrorCode::UnsupportedOptionKey);
+            }
+            self.apply_one(key, entry)?;
+        }
+        if !updating {
+            self.explicit = block.to_vec();
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, key: &str, entry: &Entry<'_>) -> Result<(), ErrorCode> {
+        let bad = ErrorCode::InvalidOptionValue;
+        match key {
+            "compression_algorithm" => {
+                self.compression = match as_text(entry).map(str::to_ascii_lowercase).as_deref() {
+                    Some("none") => Compression::None,
+                    Some("gzip") => Compression::Gzip,
+                    _ => return Err(bad),
+                }
+            }
+            "message_expiry" => self.message_expiry_us = as_expiry(entry)?,
+            "max_topic_size" => {
+                let value = as_u64(entry)?;
+                self.max_topic_size_bytes = if value == 0 { UNLIMITED_SIZE } else { value };
+            }
+            "segment_size" => {
+                let value = as_u64(entry)?;
+                if !(MIN_SEGMENT_SIZE_BYTES..=DEFAULT_SEGMENT_SIZE_BYTES).contains(&value) || value % 512 != 0 {
+                    return Err(bad);
+                }
+                self.segment_size_bytes = value;
+            }
+            "messages_required_to_save" => {
+                let value = as_u64(entry)?;
+                if value == 0 || value > u32::MAX as u64 {
+                    return Err(bad);
+                }
+                self.messages_required_to_save = value as u32;
+            }
+            "size_of_messages_required_to_save" => {
+                let value = as_u64(entry)?;
+                if value == 0 || value > DEFAULT_SEGMENT_SIZE_BYTES {
+                    return Err(bad);
+                }
+                self.size_required_to_save_bytes = value;
+            }
+            "durability" => self.enforce_fsync = durability_is_persisted(entry)?,
+            "consumer_offset_durability" => self.consumer_offset_fsync = durability_is_persisted(entry)?,
+            "enforce_fsync" => self.enforce_fsync = as_bool(entry)?,
+            "preallocate_segments" => {
+                as_bool(entry)?;
+            }
+            _ => return Err(ErrorCode::UnsupportedOptionKey),
+        }
+        Ok(())
+    }
+
+    /// The derived option block: every setting the server fills in, as strings.
+    pub fn derived_options(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let durability = |fsync: bool| if fsync { "persisted" } else { "replicated" };
+        let compression = match self.compression {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+        };
+        tlv::put(&mut out, "compression_algorithm", tlv::KIND_STRING, compression.as_bytes());
+        tlv::put(&mut out, "consumer_offset_durability", tlv::KIND_STRING, durability(self.consumer_offset_fsync).as_bytes());
+        tlv::put(&mut out, "durability", tlv::KIND_STRING, durability(self.enforce_fsync).as_bytes());
+        tlv::put(&mut out, "max_topic_size", tlv::KIND_UINT64, &self.max_topic_size_bytes.to_le_bytes());
+        tlv::put(&mut out, "message_expiry", tlv::KIND_UINT64, &self.message_expiry_us.to_le_bytes());
+        tlv::put(&mut out, "messages_required_to_save", tlv::KIND_UINT32, &self.messages_required_to_save.to_le_bytes());
+        tlv::put(&mut out, "segment_size", tlv::KIND_UINT64, &self.segment_size_bytes.to_le_bytes());
+        tlv::put(&mut out, "size_of_messages_required_to_save", tlv::KIND_UINT64, &self.size_required_to_save_bytes.to_le_bytes());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(pairs: &[(&str, u8, &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (key, kind, value) in pairs {
+            tlv::put(&mut out, key, *kind, value);
+        }
+        out
+    }
+
+    #[test]
+    fn accepts_the_iggy_0_11_default_block() {
+        let options = block(&[
+            ("consumer_offset_durability", tlv::KIND_STRING, b"replicated"),
+            ("durability", tlv::KIND_STRING, b"persisted"),
+        ]);
+        let mut settings = TopicSettings::default();
+        settings.apply_options(&options, false).unwrap();
+        assert!(settings.enforce_fsync);
+        assert!(!settings.consumer_offset_fsync);
+        assert_eq!(settings.explicit, options);
+    }
+
+    #[test]
+    fn accepts_enforce_fsync_and_thresholds() {
+        let options = block(&[
+            ("enforce_fsync", tlv::KIND_BOOL, &[1]),
+            ("messages_required_to_save", tlv::KIND_STRING, b"10"),
+            ("segment_size", tlv::KIND_UINT64, &(2u64 << 20).to_le_bytes()),
+        ]);
+        let mut settings = TopicSettings::default();
+        settings.apply_options(&options, false).unwrap();
+        assert!(settings.enforce_fsync);
+        assert_eq!(settings.messages_required_to_save, 10);
+        assert_eq!(settings.segment_size_bytes, 2 << 20);
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_values() {
+        let mut settings = TopicSettings::default();
+        let unknown = block(&[("colour", tlv::KIND_STRING, b"red")]);
+        assert_eq!(settings.apply_options(&unknown, false), Err(ErrorCode::UnsupportedOptionKey));
+        let bad = block(&[("segment_size", tlv::KIND_UINT64, &5u64.to_le_bytes())]);
+        assert_eq!(settings.apply_options(&bad, false), Err(ErrorCode::InvalidOptionValue));
+        let zero = block(&[("messages_required_to_save", tlv::KIND_UINT32, &0u32.to_le_bytes())]);
+        assert_eq!(settings.apply_options(&zero, false), Err(ErrorCode::InvalidOptionValue));
+    }
+
+    #[test]
+    fn parses_human_durations() {
+        assert_eq!(parse_duration_us("7 days"), Some(7 * 86_400_000_000));
+        assert_eq!(parse_duration_us("1h 30m"), Some(5_400_000_000));
+        assert_eq!(parse_duration_us("soon"), None);
+    }
+}

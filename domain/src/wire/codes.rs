@@ -1,0 +1,54 @@
+//! Command codes and operation bytes of protocol 0.11, and the mapping between them.
+
+pub mod code {
+    pub const PING: u32 = 1;
+    pub const GET_STATS: u32 = 10;
+    pub const GET_SNAPSHOT_FILE: u32 = 11;
+    pub const GET_CLUSTER_METADATA: u32 = 12;
+    pub const GET_ME: u32 = 20;
+    pub const GET_CLIENT: u32 = 21;
+    pub const GET_CLIENTS: u32 = 22;
+    pub const POLL_MESSAGES: u32 = 100;
+    pub const FLUSH_UNSAVED_BUFFER: u32 = 102;
+    pub const GET_CONSUMER_OFFSET: u32 = 120;
+    pub const GET_STREAM: u32 = 200;
+    pub const GET_STREAMS: u32 = 201;
+    pub const GET_TOPIC: u32 = 300;
+    pub const GET_TOPICS: u32 = 301;
+}
+
+/// The operation byte (request offset 176, echoed at reply offset 208).
+pub mod operation {
+    pub const REGISTER: u8 = 1;
+    pub const NON_REPLICATED: u8 = 2;
+    pub const LOGOUT: u8 = 3;
+    pub const CREATE_STREAM: u8 = 128;
+    pub const UPDATE_STREAM: u8 = 129;
+    pub const DELETE_STREAM: u8 = 130;
+    pub const PURGE_STREAM: u8 = 131;
+    pub const CREATE_TOPIC: u8 = 132;
+    pub const UPDATE_TOPIC: u8 = 133;
+    pub const DELETE_TOPIC: u8 = 134;
+    pub const PURGE_TOPIC: u8 = 135;
+    pub const CREATE_PARTITIONS: u8 = 136;
+    pub const DELETE_PARTITIONS: u8 = 137;
+    pub const DELETE_SEGMENTS: u8 = 138;
+    pub const SEND_MESSAGES: u8 = 160;
+    pub const STORE_CONSUMER_OFFSET: u8 = 161;
+    pub const DELETE_CONSUMER_OFFSET: u8 = 162;
+
+    /// Metadata operations: 64..=68 (internal) and 128..=149.
+    pub fn is_metadata(op: u8) -> bool {
+        (64..=68).contains(&op) || (128..=149).contains(&op) && op != DELETE_SEGMENTS
+    }
+
+    /// Whether a successful reply body starts with a result section (`[count u32]...`).
+    pub fn is_result_framed(op: u8) -> bool {
+        is_metadata(op) || op == STORE_CONSUMER_OFFSET || op == DELETE_CONSUMER_OFFSET
+    }
+
+    /// Whether the byte names any operation the client's decoder accepts.
+    pub fn is_known(op: u8) -> bool {
+        matches!(op, 1..=3 | 64..=68 | 128..=149 | 160..=162)
+    }
+}

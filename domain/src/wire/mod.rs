@@ -1,0 +1,9 @@
+//! The Iggy binary protocol 0.11 codec: frame headers, commands and reply bodies. Pure code;
+//! transports only frame bytes and hand them here.
+
+pub mod codes;
+pub mod command;
+pub mod header;
+pub mod reader;
+pub mod response;
+pub mod tlv;

@@ -1,0 +1,521 @@
+//! Black-box test harness for rill-server: runs the real binary on a temporary data directory and a free TCP port, and builds Iggy 0.11 clients that talk to it.
+//!
+//! Every integration test starts its own [`TestServer`], so tests can run in parallel.
+//! The harness only speaks to the server through its process interface (environment,
+//! signals, exit code) and the Iggy binary protocol over TCP.
+
+pub mod raw;
+
+use anyhow::{Context, bail};
+use iggy::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// Root credentials seeded by `--with-default-root-credentials`.
+pub const ROOT_USERNAME: &str = "iggy";
+/// Root password seeded by `--with-default-root-credentials`.
+pub const ROOT_PASSWORD: &str = "iggy";
+
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a (re)start keeps relaunching a server that exits at once, e.g. because
+/// the port of the previous instance is not free yet.
+const BIND_RETRY_WINDOW: Duration = Duration::from_secs(10);
+const LOG_TAIL_LINES: usize = 80;
+
+/// Ports handed out by [`free_port`] in this test process, never handed out twice.
+static HANDED_OUT_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+/// The server binary, resolved (and built if needed) once per test process.
+static SERVER_BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// The cargo workspace that contains this crate.
+pub fn workspace_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Path of the `rill-server` binary: `RILL_SERVER_BIN`, else
+/// `<workspace>/target/debug/rill-server`, else a binary built on demand.
+pub fn server_binary() -> PathBuf {
+    SERVER_BINARY
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("RILL_SERVER_BIN") {
+                return PathBuf::from(path);
+            }
+            let default = workspace_dir().join("target/debug/rill-server");
+            if default.is_file() {
+                return default;
+            }
+            build_server_binary()
+        })
+        .clone()
+}
+
+/// Runs `cargo build -p rill-bootstrap --bin rill-server` once.
+///
+/// `cargo test` keeps the lock of its own target directory while the tests run, so a
+/// nested build into the same directory would wait forever. The build therefore goes
+/// to a target directory of its own.
+fn build_server_binary() -> PathBuf {
+    let workspace = workspace_dir();
+    let target_dir = workspace.join("target/rill-tests-server");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("rill-server binary missing; building it into {}", target_dir.display());
+    let status = Command::new(cargo)
+        .args(["build", "-p", "rill-bootstrap", "--bin", "rill-server"])
+        .current_dir(&workspace)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .status()
+        .expect("failed to run cargo build for rill-server");
+    assert!(status.success(), "cargo build of rill-server failed: {status}");
+    let binary = target_dir.join("debug/rill-server");
+    assert!(binary.is_file(), "cargo build did not produce {}", binary.display());
+    binary
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
+/// handed out before.
+pub fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local address").port();
+        drop(listener);
+        let mut handed_out = HANDED_OUT_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
+}
+
+/// One rill-server process (and its restarts) with its own data directory and port.
+pub struct TestServer {
+    binary: PathBuf,
+    root: TempDir,
+    address: SocketAddr,
+    extra_env: Vec<(String, String)>,
+    child: Option<Child>,
+    launches: u32,
+}
+
+impl TestServer {
+    /// Starts a server with the default test environment and waits until it accepts
+    /// TCP connections.
+    pub fn start() -> anyhow::Result<Self> {
+        Self::start_with_env(&[])
+    }
+
+    /// Like [`TestServer::start`], with extra environment variables (which override the
+    /// defaults of the harness).
+    pub fn start_with_env(extra_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let root = tempfile::Builder::new().prefix("rill-test-").tempdir()?;
+        std::fs::create_dir_all(root.path().join("data"))?;
+        let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut server = TestServer {
+            binary: server_binary(),
+            root,
+            address,
+            extra_env: extra_env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            child: None,
+            launches: 0,
+        };
+        server.launch()?;
+        Ok(server)
+    }
+
+    /// `127.0.0.1:<port>` of the TCP listener.
+    pub fn tcp_address(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// The TCP port of the server.
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// The directory passed as `IGGY_SYSTEM_PATH`.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// The OS process id of the running server, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; fails unless it exits with 0.
+    pub fn stop_graceful(&mut self) -> anyhow::Result<()> {
+        let mut child = self.child.take().context("server is not running")?;
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .context("run kill -TERM")?;
+        if !status.success() {
+            bail!("kill -TERM failed: {status}");
+        }
+        let exit = wait_with_timeout(&mut child, STOP_TIMEOUT);
+        match exit {
+            Some(exit) if exit.code() == Some(0) => Ok(()),
+            Some(exit) => bail!("server exited with {exit} after SIGTERM\n{}", self.logs()),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("server did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}", self.logs())
+            }
+        }
+    }
+
+    /// Kills the process with SIGKILL (no chance to flush anything) and reaps it.
+    pub fn kill9(&mut self) -> anyhow::Result<()> {
+        let mut child = self.child.take().context("server is not running")?;
+        child.kill().context("SIGKILL the server")?;
+        child.wait().context("reap the killed server")?;
+        Ok(())
+    }
+
+    /// Starts the server again on the same data directory and port. A server that still
+    /// runs is stopped gracefully first.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            self.stop_graceful()?;
+        }
+        self.launch()
+    }
+
+    /// The tails of the stdout and stderr files of every launch, for diagnostics.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for launch in 1..=self.launches {
+            for stream in ["stdout", "stderr"] {
+                let path = self.log_path(launch, stream);
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+                out.push_str(&format!("----- {} (last {} lines)\n", path.display(), tail.len()));
+                for line in tail {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
+    fn log_path(&self, launch: u32, stream: &str) -> PathBuf {
+        self.root.path().join(format!("server-{launch}.{stream}.log"))
+    }
+
+    /// Spawns the binary until one instance is up, retrying instances that exit at
+    /// once (e.g. the port is still held) for [`BIND_RETRY_WINDOW`].
+    fn launch(&mut self) -> anyhow::Result<()> {
+        let first_attempt = Instant::now();
+        loop {
+            let mut child = self.spawn_child()?;
+            match wait_until_accepting(&mut child, self.address, READY_TIMEOUT) {
+                Ok(()) => {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                Err(Readiness::Exited(status)) if first_attempt.elapsed() < BIND_RETRY_WINDOW => {
+                    eprintln!("rill-server exited early ({status}); retrying launch");
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(Readiness::Exited(status)) => {
+                    bail!("rill-server exited during startup: {status}\n{}", self.logs())
+                }
+                Err(Readiness::TimedOut) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("rill-server did not accept TCP within {READY_TIMEOUT:?}\n{}", self.logs())
+                }
+            }
+        }
+    }
+
+    fn spawn_child(&mut self) -> anyhow::Result<Child> {
+        self.launches += 1;
+        let stdout = File::create(self.log_path(self.launches, "stdout"))?;
+        let stderr = File::create(self.log_path(self.launches, "stderr"))?;
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--with-default-root-credentials")
+            .current_dir(self.root.path())
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("IGGY_") {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("IGGY_SYSTEM_PATH", self.data_dir())
+            .env("IGGY_TCP_ADDRESS", self.address.to_string())
+            .env("IGGY_QUIC_ENABLED", "false")
+            .env("IGGY_HTTP_ENABLED", "false")
+            .env("IGGY_WEBSOCKET_ENABLED", "false");
+        for (key, value) in &self.extra_env {
+            command.env(key, value);
+        }
+        command
+            .spawn()
+            .with_context(|| format!("spawn {}", self.binary.display()))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Test output is captured and shown only for failing tests, where these logs
+        // are the first thing one wants to read.
+        eprintln!("rill-server logs for {}:\n{}", self.address, self.logs());
+    }
+}
+
+enum Readiness {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+fn wait_until_accepting(
+    child: &mut Child,
+    address: SocketAddr,
+    timeout: Duration,
+) -> Result<(), Readiness> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Readiness::Exited(status));
+        }
+        if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Readiness::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Clients
+// ---------------------------------------------------------------------------------
+
+/// TCP client settings for tests: Nagle off, and a bounded number of reconnection
+/// passes so a dead server turns into an error instead of an endless retry loop.
+pub fn client_config(address: &str, reconnect: bool) -> TcpClientConfig {
+    let mut config = TcpClientConfig {
+        server_address: address.to_owned(),
+        nodelay: true,
+        ..TcpClientConfig::default()
+    };
+    config.reconnection.enabled = reconnect;
+    config.reconnection.max_retries = Some(3);
+    config.reconnection.interval = NonZeroIggyDuration::from_str("200ms").expect("duration");
+    config.reconnection.reestablish_after = IggyDuration::from(0u64);
+    config
+}
+
+/// An `IggyClient` connected over TCP but not logged in.
+pub async fn connect_anonymous(address: &str) -> anyhow::Result<IggyClient> {
+    connect_with(client_config(address, true)).await
+}
+
+/// An `IggyClient` connected over TCP and logged in as the root user.
+pub async fn connect_root(address: &str) -> anyhow::Result<IggyClient> {
+    let client = connect_anonymous(address).await?;
+    client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    Ok(client)
+}
+
+/// A logged-in root client that never reconnects: once the server is gone every call
+/// fails instead of dialing again (used by producers racing a kill -9).
+pub async fn connect_root_no_reconnect(address: &str) -> anyhow::Result<IggyClient> {
+    let client = connect_with(client_config(address, false)).await?;
+    client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    Ok(client)
+}
+
+async fn connect_with(config: TcpClientConfig) -> anyhow::Result<IggyClient> {
+    let tcp = TcpClient::create(Arc::new(config))?;
+    let client = IggyClient::new(ClientWrapper::Tcp(tcp));
+    client.connect().await?;
+    Ok(client)
+}
+
+// ---------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------
+
+/// A numeric identifier.
+pub fn id(value: u32) -> Identifier {
+    Identifier::numeric(value).expect("numeric identifier")
+}
+
+/// A string identifier.
+pub fn named(value: &str) -> Identifier {
+    Identifier::named(value).expect("string identifier")
+}
+
+/// The Iggy error code of a call that must fail; panics with context if it succeeded.
+pub fn error_code<T: std::fmt::Debug>(result: Result<T, IggyError>, what: &str) -> u32 {
+    match result {
+        Ok(value) => panic!("{what}: expected an error, got Ok({value:?})"),
+        Err(error) => error.as_code(),
+    }
+}
+
+/// Topic options used by most tests: `partitions` partitions, no compression, never
+/// expiring messages, server default size cap, default durability.
+pub fn topic_options(partitions: u32) -> TopicCreateOptions {
+    TopicCreateOptions {
+        partitions_count: Some(partitions),
+        compression_algorithm: Some(CompressionAlgorithm::None),
+        message_expiry: Some(IggyExpiry::NeverExpire),
+        ..TopicCreateOptions::default()
+    }
+}
+
+/// Creates a stream and one topic in it; returns their ids.
+pub async fn create_stream_and_topic(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partitions: u32,
+) -> anyhow::Result<(u32, u32)> {
+    let stream_details = client.create_stream(stream).await?;
+    let topic_details = client
+        .create_topic(&id(stream_details.id), topic, &topic_options(partitions))
+        .await?;
+    Ok((stream_details.id, topic_details.id))
+}
+
+/// Deterministic payload of varying length (1..=300 bytes) that covers every byte value.
+pub fn sample_payload(seed: u64) -> Vec<u8> {
+    let len = 1 + (seed.wrapping_mul(7919) % 300) as usize;
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut payload = format!("m{seed}:").into_bytes();
+    while payload.len() < len {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        payload.push((state >> 56) as u8);
+    }
+    payload
+}
+
+/// Deterministic user headers of several kinds for message number `seed`.
+pub fn sample_headers(seed: u64) -> BTreeMap<HeaderKey, HeaderValue> {
+    let mut headers = BTreeMap::new();
+    let key = |k: &str| HeaderKey::from_str(k).expect("header key");
+    headers.insert(key("seq"), HeaderValue::from(seed));
+    headers.insert(key("even"), HeaderValue::from(seed % 2 == 0));
+    let text = format!("text-{seed}");
+    headers.insert(key("label"), HeaderValue::from_str(&text).expect("header value"));
+    let raw: Vec<u8> = (0..(1 + seed % 16) as u8).map(|b| b.wrapping_mul(37)).collect();
+    headers.insert(key("raw"), HeaderValue::try_from(raw).expect("raw header value"));
+    headers
+}
+
+/// A message with an explicit id, a payload and optional headers.
+pub fn message(
+    message_id: u128,
+    payload: Vec<u8>,
+    headers: Option<BTreeMap<HeaderKey, HeaderValue>>,
+) -> IggyMessage {
+    let builder = IggyMessage::builder().id(message_id).payload(payload.into());
+    match headers {
+        Some(headers) => builder.user_headers(headers).build(),
+        None => builder.build(),
+    }
+    .expect("valid message")
+}
+
+/// Message number `seed` of the standard sample set: id `seed + 1`, sample payload and
+/// sample headers.
+pub fn sample_message(seed: u64) -> IggyMessage {
+    message(u128::from(seed) + 1, sample_payload(seed), Some(sample_headers(seed)))
+}
+
+/// Panics unless `got` carries the same id, payload, user headers (byte for byte) and
+/// origin timestamp as `sent`.
+pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str) {
+    assert_eq!(got.header.id, sent.header.id, "{context}: id");
+    assert_eq!(got.payload.as_ref(), sent.payload.as_ref(), "{context}: payload");
+    assert_eq!(
+        got.user_headers.as_deref(),
+        sent.user_headers.as_deref(),
+        "{context}: user headers bytes"
+    );
+    assert_eq!(got.header.payload_length, sent.header.payload_length, "{context}: payload length");
+    assert_eq!(
+        got.header.user_headers_length, sent.header.user_headers_length,
+        "{context}: user headers length"
+    );
+    assert_eq!(
+        got.header.origin_timestamp, sent.header.origin_timestamp,
+        "{context}: origin timestamp"
+    );
+}
+
+/// Polls one partition from offset 0 until the server returns nothing more, and checks
+/// that every poll answers for the partition asked and continues where the last stopped.
+pub async fn poll_all(
+    client: &IggyClient,
+    stream: &Identifier,
+    topic: &Identifier,
+    partition: u32,
+) -> anyhow::Result<Vec<IggyMessage>> {
+    let consumer = Consumer::new(id(900_001));
+    let mut all: Vec<IggyMessage> = Vec::new();
+    loop {
+        let next = all.last().map_or(0, |m| m.header.offset + 1);
+        let polled = client
+            .poll_messages(
+                stream,
+                topic,
+                Some(partition),
+                &consumer,
+                &PollingStrategy::offset(next),
+                1000,
+                false,
+            )
+            .await?;
+        if polled.messages.is_empty() {
+            return Ok(all);
+        }
+        if polled.partition_id != partition {
+            bail!("poll of partition {partition} answered for {}", polled.partition_id);
+        }
+        if polled.messages[0].header.offset < next {
+            bail!("poll from {next} returned offset {}", polled.messages[0].header.offset);
+        }
+        all.extend(polled.messages);
+    }
+}
+
+/// The offsets of `messages`, in order.
+pub fn offsets(messages: &[IggyMessage]) -> Vec<u64> {
+    messages.iter().map(|m| m.header.offset).collect()
+}

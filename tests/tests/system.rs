@@ -1,0 +1,171 @@
+//! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, clients, login, logout and the pre-login guard.
+
+use iggy::prelude::*;
+use rill_tests::{
+    ROOT_PASSWORD, ROOT_USERNAME, TestServer, connect_anonymous, connect_root,
+    create_stream_and_topic, error_code, id, sample_message,
+};
+
+const GET_STATS_CODE: u32 = 10;
+const GET_ME_CODE: u32 = 20;
+const GET_CLIENTS_CODE: u32 = 22;
+const GET_STREAMS_CODE: u32 = 201;
+
+const UNAUTHENTICATED: u32 = 40;
+const INVALID_CREDENTIALS: u32 = 42;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_works_before_and_after_login() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_anonymous(&server.tcp_address()).await?;
+    client.ping().await?;
+    client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    client.ping().await?;
+    client.ping().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_returns_root_user_and_get_me_describes_the_connection() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_anonymous(&server.tcp_address()).await?;
+    let identity = client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    assert_eq!(identity.user_id, 0, "the root user has id 0");
+
+    let me = client.get_me().await?;
+    assert_eq!(me.user_id, Some(0), "get_me user");
+    assert_eq!(me.transport, "TCP", "get_me transport");
+    assert!(me.address.starts_with("127.0.0.1:"), "get_me address: {}", me.address);
+    assert_eq!(me.consumer_groups_count, 0);
+    assert!(me.consumer_groups.is_empty());
+
+    let again = client.get_me().await?;
+    assert_eq!(again.client_id, me.client_id, "client id is stable on one connection");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_stats_counts_resources() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let empty = client.get_stats().await?;
+    assert_eq!(empty.streams_count, 0);
+    assert_eq!(empty.topics_count, 0);
+    assert_eq!(empty.partitions_count, 0);
+    assert_eq!(empty.messages_count, 0);
+
+    let (stream, topic) = create_stream_and_topic(&client, "stats-a", "t", 3).await?;
+    client.create_stream("stats-b").await?;
+    let mut messages: Vec<IggyMessage> = (0..25).map(sample_message).collect();
+    client
+        .send_messages(&id(stream), &id(topic), &Partitioning::partition_id(1), &mut messages)
+        .await?;
+
+    let stats = client.get_stats().await?;
+    assert_eq!(stats.streams_count, 2, "streams");
+    assert_eq!(stats.topics_count, 1, "topics");
+    assert_eq!(stats.partitions_count, 3, "partitions");
+    assert_eq!(stats.messages_count, 25, "messages");
+    assert!(stats.clients_count >= 1, "clients: {}", stats.clients_count);
+    assert_eq!(stats.consumer_groups_count, 0);
+    assert_eq!(Some(stats.process_id), server.pid(), "process id");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_metadata_reports_exactly_one_healthy_leader() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let metadata = client.get_cluster_metadata().await?;
+    assert_eq!(metadata.nodes.len(), 1, "single node: {metadata:?}");
+    let node = &metadata.nodes[0];
+    assert_eq!(node.role, ClusterNodeRole::Leader);
+    assert_eq!(node.status, ClusterNodeStatus::Healthy);
+    assert_eq!(node.endpoints.tcp, server.port(), "advertised TCP port");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_clients_and_get_client_list_connections() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let first = connect_root(&server.tcp_address()).await?;
+    let second = connect_root(&server.tcp_address()).await?;
+    let first_me = first.get_me().await?;
+    let second_me = second.get_me().await?;
+    assert_ne!(first_me.client_id, second_me.client_id, "two connections, two ids");
+
+    let clients = first.get_clients().await?;
+    for me in [&first_me, &second_me] {
+        let listed = clients
+            .iter()
+            .find(|c| c.client_id == me.client_id)
+            .unwrap_or_else(|| panic!("client {} missing from {clients:?}", me.client_id));
+        assert_eq!(listed.address, me.address);
+        assert_eq!(listed.user_id, Some(0));
+        assert_eq!(listed.transport, "TCP");
+    }
+
+    let details = first.get_client(second_me.client_id).await?;
+    let details = details.expect("get_client of a connected client");
+    assert_eq!(details.client_id, second_me.client_id);
+    assert_eq!(details.address, second_me.address);
+
+    let missing = first.get_client(987_654_321).await?;
+    assert!(missing.is_none(), "unknown client id: {missing:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_with_wrong_password_or_unknown_user_fails() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let address = server.tcp_address();
+
+    let client = connect_anonymous(&address).await?;
+    let wrong_password = client.login_user(ROOT_USERNAME, "not-the-password").await;
+    assert_eq!(error_code(wrong_password, "wrong password"), INVALID_CREDENTIALS);
+
+    let client = connect_anonymous(&address).await?;
+    let unknown_user = client.login_user("nobody-here", ROOT_PASSWORD).await;
+    assert_eq!(error_code(unknown_user, "unknown user"), INVALID_CREDENTIALS);
+
+    // The failures do not lock the account out.
+    let client = connect_root(&address).await?;
+    client.get_streams().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_before_login_are_refused_by_the_server() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_anonymous(&server.tcp_address()).await?;
+    // The typed API refuses locally before login, so the raw path is used to make
+    // sure the server itself enforces authentication.
+    for code in [GET_STATS_CODE, GET_ME_CODE, GET_CLIENTS_CODE, GET_STREAMS_CODE] {
+        let result = client.send_binary_request(code, Vec::new().into()).await;
+        assert_eq!(error_code(result, &format!("code {code} before login")), UNAUTHENTICATED);
+    }
+    // The connection is still usable: ping, then a login.
+    client.ping().await?;
+    client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    let streams = client.send_binary_request(GET_STREAMS_CODE, Vec::new().into()).await?;
+    assert!(streams.is_empty(), "no streams yet");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_ends_the_session_and_login_restores_it() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    client.create_stream("before-logout").await?;
+    client.logout_user().await?;
+
+    let result = client.send_binary_request(GET_STREAMS_CODE, Vec::new().into()).await;
+    assert_eq!(error_code(result, "get streams after logout"), UNAUTHENTICATED);
+    client.ping().await?;
+
+    client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+    let streams = client.get_streams().await?;
+    assert_eq!(streams.len(), 1);
+    assert_eq!(streams[0].name, "before-logout");
+    Ok(())
+}
