@@ -67,16 +67,26 @@ fn build_server_binary() -> PathBuf {
     let workspace = workspace_dir();
     let target_dir = workspace.join("target/rill-tests-server");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("rill-server binary missing; building it into {}", target_dir.display());
+    eprintln!(
+        "rill-server binary missing; building it into {}",
+        target_dir.display()
+    );
     let status = Command::new(cargo)
         .args(["build", "-p", "rill-bootstrap", "--bin", "rill-server"])
         .current_dir(&workspace)
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
         .expect("failed to run cargo build for rill-server");
-    assert!(status.success(), "cargo build of rill-server failed: {status}");
+    assert!(
+        status.success(),
+        "cargo build of rill-server failed: {status}"
+    );
     let binary = target_dir.join("debug/rill-server");
-    assert!(binary.is_file(), "cargo build did not produce {}", binary.display());
+    assert!(
+        binary.is_file(),
+        "cargo build did not produce {}",
+        binary.display()
+    );
     binary
 }
 
@@ -169,7 +179,10 @@ impl TestServer {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("server did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}", self.logs())
+                bail!(
+                    "server did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}",
+                    self.logs()
+                )
             }
         }
     }
@@ -200,7 +213,11 @@ impl TestServer {
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-                out.push_str(&format!("----- {} (last {} lines)\n", path.display(), tail.len()));
+                out.push_str(&format!(
+                    "----- {} (last {} lines)\n",
+                    path.display(),
+                    tail.len()
+                ));
                 for line in tail {
                     out.push_str(line);
                     out.push('\n');
@@ -211,7 +228,9 @@ impl TestServer {
     }
 
     fn log_path(&self, launch: u32, stream: &str) -> PathBuf {
-        self.root.path().join(format!("server-{launch}.{stream}.log"))
+        self.root
+            .path()
+            .join(format!("server-{launch}.{stream}.log"))
     }
 
     /// Spawns the binary until one instance is up, retrying instances that exit at
@@ -230,12 +249,18 @@ impl TestServer {
                     std::thread::sleep(Duration::from_millis(250));
                 }
                 Err(Readiness::Exited(status)) => {
-                    bail!("rill-server exited during startup: {status}\n{}", self.logs())
+                    bail!(
+                        "rill-server exited during startup: {status}\n{}",
+                        self.logs()
+                    )
                 }
                 Err(Readiness::TimedOut) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    bail!("rill-server did not accept TCP within {READY_TIMEOUT:?}\n{}", self.logs())
+                    bail!(
+                        "rill-server did not accept TCP within {READY_TIMEOUT:?}\n{}",
+                        self.logs()
+                    )
                 }
             }
         }
@@ -416,10 +441,14 @@ pub async fn create_stream_and_topic(
 /// Deterministic payload of varying length (1..=300 bytes) that covers every byte value.
 pub fn sample_payload(seed: u64) -> Vec<u8> {
     let len = 1 + (seed.wrapping_mul(7919) % 300) as usize;
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut payload = format!("m{seed}:").into_bytes();
     while payload.len() < len {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         payload.push((state >> 56) as u8);
     }
     payload
@@ -430,11 +459,19 @@ pub fn sample_headers(seed: u64) -> BTreeMap<HeaderKey, HeaderValue> {
     let mut headers = BTreeMap::new();
     let key = |k: &str| HeaderKey::from_str(k).expect("header key");
     headers.insert(key("seq"), HeaderValue::from(seed));
-    headers.insert(key("even"), HeaderValue::from(seed % 2 == 0));
+    headers.insert(key("even"), HeaderValue::from(seed.is_multiple_of(2)));
     let text = format!("text-{seed}");
-    headers.insert(key("label"), HeaderValue::from_str(&text).expect("header value"));
-    let raw: Vec<u8> = (0..(1 + seed % 16) as u8).map(|b| b.wrapping_mul(37)).collect();
-    headers.insert(key("raw"), HeaderValue::try_from(raw).expect("raw header value"));
+    headers.insert(
+        key("label"),
+        HeaderValue::from_str(&text).expect("header value"),
+    );
+    let raw: Vec<u8> = (0..(1 + seed % 16) as u8)
+        .map(|b| b.wrapping_mul(37))
+        .collect();
+    headers.insert(
+        key("raw"),
+        HeaderValue::try_from(raw).expect("raw header value"),
+    );
     headers
 }
 
@@ -444,7 +481,9 @@ pub fn message(
     payload: Vec<u8>,
     headers: Option<BTreeMap<HeaderKey, HeaderValue>>,
 ) -> IggyMessage {
-    let builder = IggyMessage::builder().id(message_id).payload(payload.into());
+    let builder = IggyMessage::builder()
+        .id(message_id)
+        .payload(payload.into());
     match headers {
         Some(headers) => builder.user_headers(headers).build(),
         None => builder.build(),
@@ -455,20 +494,31 @@ pub fn message(
 /// Message number `seed` of the standard sample set: id `seed + 1`, sample payload and
 /// sample headers.
 pub fn sample_message(seed: u64) -> IggyMessage {
-    message(u128::from(seed) + 1, sample_payload(seed), Some(sample_headers(seed)))
+    message(
+        u128::from(seed) + 1,
+        sample_payload(seed),
+        Some(sample_headers(seed)),
+    )
 }
 
 /// Panics unless `got` carries the same id, payload, user headers (byte for byte) and
 /// origin timestamp as `sent`.
 pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str) {
     assert_eq!(got.header.id, sent.header.id, "{context}: id");
-    assert_eq!(got.payload.as_ref(), sent.payload.as_ref(), "{context}: payload");
+    assert_eq!(
+        got.payload.as_ref(),
+        sent.payload.as_ref(),
+        "{context}: payload"
+    );
     assert_eq!(
         got.user_headers.as_deref(),
         sent.user_headers.as_deref(),
         "{context}: user headers bytes"
     );
-    assert_eq!(got.header.payload_length, sent.header.payload_length, "{context}: payload length");
+    assert_eq!(
+        got.header.payload_length, sent.header.payload_length,
+        "{context}: payload length"
+    );
     assert_eq!(
         got.header.user_headers_length, sent.header.user_headers_length,
         "{context}: user headers length"
@@ -506,10 +556,16 @@ pub async fn poll_all(
             return Ok(all);
         }
         if polled.partition_id != partition {
-            bail!("poll of partition {partition} answered for {}", polled.partition_id);
+            bail!(
+                "poll of partition {partition} answered for {}",
+                polled.partition_id
+            );
         }
         if polled.messages[0].header.offset < next {
-            bail!("poll from {next} returned offset {}", polled.messages[0].header.offset);
+            bail!(
+                "poll from {next} returned offset {}",
+                polled.messages[0].header.offset
+            );
         }
         all.extend(polled.messages);
     }

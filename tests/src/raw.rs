@@ -273,7 +273,11 @@ pub fn login(stream: &mut TcpStream, client: u128) -> u64 {
     let request = Request::register(client, GOLDEN_LOGIN_CHECKSUM);
     send(stream, &request.frame(&GOLDEN_LOGIN_BODY));
     let reply = read_frame(stream).expect_frame("login reply");
-    assert_eq!(reply.command(), COMMAND_REPLY, "login reply command: {reply:?}");
+    assert_eq!(
+        reply.command(),
+        COMMAND_REPLY,
+        "login reply command: {reply:?}"
+    );
     assert_eq!(reply.status(), 0, "login reply status");
     let body = reply.body();
     assert!(body.len() >= 20, "login reply body too short: {body:?}");

@@ -1,0 +1,174 @@
+//! In-memory storage with pending (written) and durable (synced) bytes per file.
+//! `crash` keeps only durable bytes, optionally with a torn prefix of the unsynced tail,
+//! which is what a power loss can leave behind.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use rill_application::ports::{Storage, StorageFile};
+
+#[derive(Debug, Default)]
+struct FileState {
+    written: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct Disk {
+    files: BTreeMap<PathBuf, FileState>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SimStorage {
+    disk: Rc<RefCell<Disk>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimFile {
+    disk: Rc<RefCell<Disk>>,
+    path: PathBuf,
+}
+
+impl SimStorage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Drops every unsynced byte. With `torn_tail_bytes`, each file that had unsynced bytes
+    /// past its durable length keeps that many of them, as a torn last write.
+    pub fn crash(&self, torn_tail_bytes: usize) {
+        let mut disk = self.disk.borrow_mut();
+        for state in disk.files.values_mut() {
+            let mut survived = state.durable.clone();
+            if state.written.len() > survived.len() && state.written.starts_with(&survived) {
+                let keep = (state.written.len() - survived.len()).min(torn_tail_bytes);
+                survived.extend_from_slice(&state.written[state.durable.len()..state.durable.len() + keep]);
+            }
+            state.written = survived.clone();
+            state.durable = survived;
+        }
+    }
+
+    /// Flips one bit of a file's bytes, written and durable alike.
+    pub fn flip_bit(&self, path: &Path, byte: usize) {
+        let mut disk = self.disk.borrow_mut();
+        let state = disk.files.get_mut(path).expect("no such file");
+        state.written[byte] ^= 1;
+        if byte < state.durable.len() {
+            state.durable[byte] ^= 1;
+        }
+    }
+
+    pub fn file_len(&self, path: &Path) -> Option<usize> {
+        self.disk.borrow().files.get(path).map(|s| s.written.len())
+    }
+
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.disk.borrow().files.keys().cloned().collect()
+    }
+}
+
+fn missing(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{} does not exist", path.display()))
+}
+
+impl StorageFile for SimFile {
+    async fn len(&self) -> io::Result<u64> {
+        let disk = self.disk.borrow();
+        Ok(disk.files.get(&self.path).ok_or_else(|| missing(&self.path))?.written.len() as u64)
+    }
+
+    async fn read_exact_at(&self, mut buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>) {
+        let disk = self.disk.borrow();
+        let Some(state) = disk.files.get(&self.path) else { return (Err(missing(&self.path)), buf) };
+        let start = position as usize;
+        if start + buf.len() > state.written.len() {
+            return (Err(io::ErrorKind::UnexpectedEof.into()), buf);
+        }
+        let len = buf.len();
+        buf.copy_from_slice(&state.written[start..start + len]);
+        (Ok(()), buf)
+    }
+
+    async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>) {
+        let mut disk = self.disk.borrow_mut();
+        let Some(state) = disk.files.get_mut(&self.path) else { return (Err(missing(&self.path)), bufs) };
+        let mut at = position as usize;
+        for buf in &bufs {
+            if state.written.len() < at + buf.len() {
+                state.written.resize(at + buf.len(), 0);
+            }
+            state.written[at..at + buf.len()].copy_from_slice(buf);
+            at += buf.len();
+        }
+        (Ok(()), bufs)
+    }
+
+    async fn sync(&self) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
+        state.durable = state.written.clone();
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
+        state.written.resize(len as usize, 0);
+        Ok(())
+    }
+}
+
+impl Storage for SimStorage {
+    type File = SimFile;
+
+    async fn open(&self, path: &Path) -> io::Result<SimFile> {
+        self.disk.borrow_mut().files.entry(path.to_path_buf()).or_default();
+        Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf() })
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.disk.borrow_mut().dirs.insert(path.to_path_buf());
+        Ok(())
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        disk.files.retain(|p, _| !p.starts_with(path));
+        disk.dirs.retain(|p| !p.starts_with(path));
+        Ok(())
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.disk.borrow_mut().files.remove(path).map(|_| ()).ok_or_else(|| missing(path))
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let disk = self.disk.borrow();
+        let children = disk.files.keys().chain(disk.dirs.iter()).filter(|p| p.parent() == Some(path));
+        let mut names: Vec<String> = children.filter_map(|p| p.file_name()?.to_str().map(str::to_owned)).collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    async fn exists(&self, path: &Path) -> bool {
+        let disk = self.disk.borrow();
+        disk.files.contains_key(path) || disk.dirs.contains(path)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let state = disk.files.remove(from).ok_or_else(|| missing(from))?;
+        disk.files.insert(to.to_path_buf(), state);
+        Ok(())
+    }
+
+    async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! Clock port: the only source of time for the use cases.
+//!
+//! Contract: `now_us` is wall-clock time in microseconds since the Unix epoch and is what
+//! messages and resources are stamped with; `monotonic_us` never goes backwards and is used
+//! for durations only.
+
+pub trait Clock {
+    fn now_us(&self) -> u64;
+    fn monotonic_us(&self) -> u64;
+}

@@ -1,0 +1,41 @@
+//! Storage port: files and directories with owned buffers, in the io_uring completion style.
+//!
+//! Contract:
+//! - Buffers move into a call and come back with its result, so an adapter can hand them to
+//!   the kernel without copying.
+//! - `write_at` writes every byte of every buffer, in order, from `position`, or fails.
+//! - `read_exact_at` fills the whole buffer or fails with `UnexpectedEof`.
+//! - Written bytes are durable only after `sync` returns; a crash may drop or tear unsynced
+//!   writes (the simulated adapter does exactly that).
+//! - Directory operations on a missing path: `list_dir` returns nothing, `remove_dir_all`
+//!   succeeds.
+
+use std::io;
+use std::path::Path;
+
+#[allow(async_fn_in_trait)]
+pub trait StorageFile {
+    async fn len(&self) -> io::Result<u64>;
+    async fn read_exact_at(&self, buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>);
+    async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>);
+    async fn sync(&self) -> io::Result<()>;
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+}
+
+#[allow(async_fn_in_trait)]
+pub trait Storage {
+    type File: StorageFile;
+
+    /// Opens a file for reading and writing, creating it when missing.
+    async fn open(&self, path: &Path) -> io::Result<Self::File>;
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries in a directory, sorted.
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    async fn exists(&self, path: &Path) -> bool;
+    /// Atomically replaces `to` with `from`.
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes directory entries (creations, renames) durable.
+    async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+}

@@ -1,0 +1,154 @@
+//! Partition log tests on simulated storage: thresholds, rolling, reads across disk and
+//! journal, recovery from crashes and torn tails, consumer offsets.
+
+use std::path::Path;
+
+use rill_application::partition::*;
+use rill_application::ports::Storage;
+use futures_executor::block_on;
+use rill_adapter_sim::SimStorage;
+use rill_domain::batch::{self, BatchHeader};
+
+fn settings(segment_size_bytes: u64, enforce_fsync: bool) -> PartitionSettings {
+    PartitionSettings {
+        segment_size_bytes,
+        messages_required_to_save: 4,
+        size_required_to_save_bytes: 1 << 20,
+        enforce_fsync,
+        consumer_offset_fsync: true,
+    }
+}
+
+fn batch_of(first: u32, count: u32) -> Vec<u8> {
+    let payloads: Vec<Vec<u8>> = (first..first + count).map(|i| format!("message-{i:04}").into_bytes()).collect();
+    let messages: Vec<(u128, &[u8], &[u8])> = payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
+    batch::build(&messages, 1000)
+}
+
+/// Reads everything from `start` and returns the payload strings.
+fn read_all(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    block_on(log.read(start, count, &mut out)).unwrap();
+    let mut payloads = Vec::new();
+    let mut position = 0;
+    while position < out.len() {
+        let header = BatchHeader::read(&out[position..]);
+        let record = &out[position..position + header.batch_length as usize];
+        for frame in batch::frames(record) {
+            let len = u32::from_le_bytes(record[frame.start + 36..frame.start + 40].try_into().unwrap()) as usize;
+            let payload = &record[frame.start + 48..frame.start + 48 + len];
+            assert_eq!(header.base_offset + frame.offset_delta as u64, start + payloads.len() as u64);
+            payloads.push(String::from_utf8(payload.to_vec()).unwrap());
+        }
+        position += header.batch_length as usize;
+    }
+    payloads
+}
+
+fn open(storage: &SimStorage, settings: PartitionSettings) -> PartitionLog<SimStorage> {
+    block_on(PartitionLog::open(storage, Path::new("/p"), 0, settings)).unwrap()
+}
+
+#[test]
+fn reads_span_disk_and_journal() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30, false));
+    for i in 0..5 {
+        assert_eq!(block_on(log.append(&storage, batch_of(i * 3, 3), 10 + i as u64)).unwrap(), i as u64 * 3);
+    }
+    assert_eq!(log.next_offset(), 15);
+    // 4 messages trigger a flush: batches 0..=1 went to disk at the second append.
+    assert!(storage.file_len(Path::new("/p/00000000000000000000.log")).unwrap() > 0);
+    let all = read_all(&log, 0, 100);
+    assert_eq!(all.len(), 15);
+    assert_eq!(all[14], "message-0014");
+    assert_eq!(read_all(&log, 4, 5), (4..9).map(|i| format!("message-{i:04}")).collect::<Vec<_>>());
+    assert_eq!(log.offset_at_timestamp(12), Some(6));
+    assert_eq!(log.offset_at_timestamp(14), Some(12));
+    assert_eq!(log.offset_at_timestamp(99), None);
+}
+
+#[test]
+fn segments_roll_at_the_size_limit_and_reopen() {
+    let storage = SimStorage::new();
+    let batch_len = batch_of(0, 2).len() as u64;
+    let mut log = open(&storage, settings(batch_len * 3, false));
+    for i in 0..10 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    block_on(log.flush(&storage, true)).unwrap();
+    assert_eq!(log.segments_count(), 4);
+    assert!(storage.file_len(Path::new("/p/00000000000000000006.log")).is_some());
+    let reopened = open(&storage, settings(batch_len * 3, false));
+    assert_eq!(reopened.next_offset(), 20);
+    assert_eq!(read_all(&reopened, 0, 100).len(), 20);
+    assert_eq!(read_all(&reopened, 5, 3), vec!["message-0005", "message-0006", "message-0007"]);
+}
+
+#[test]
+fn crash_keeps_fsynced_batches_and_cuts_torn_tails() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30, true));
+    for i in 0..3 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    // Unsynced bytes: write a batch without fsync, then crash with a torn tail.
+    let mut unsynced = batch_of(6, 2);
+    batch::stamp(&mut unsynced, 0, 6, 1);
+    let file = block_on(storage.open(Path::new("/p/00000000000000000000.log"))).unwrap();
+    let len = block_on(rill_application::ports::StorageFile::len(&file)).unwrap();
+    let (result, _) = block_on(rill_application::ports::StorageFile::write_at(&file, vec![unsynced], len));
+    result.unwrap();
+    storage.crash(100);
+    let mut reopened = open(&storage, settings(1 << 30, true));
+    assert_eq!(reopened.next_offset(), 6, "only acknowledged messages survive");
+    assert_eq!(read_all(&reopened, 0, 100).len(), 6);
+    assert_eq!(block_on(reopened.append(&storage, batch_of(6, 1), 2)).unwrap(), 6, "offsets are never reused");
+}
+
+#[test]
+fn corrupt_last_batch_is_cut_not_served() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30, true));
+    for i in 0..3 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    let path = Path::new("/p/00000000000000000000.log");
+    let len = storage.file_len(path).unwrap();
+    storage.flip_bit(path, len - 2);
+    let reopened = open(&storage, settings(1 << 30, true));
+    assert_eq!(reopened.next_offset(), 4);
+    assert_eq!(read_all(&reopened, 0, 100).len(), 4);
+}
+
+#[test]
+fn purge_and_delete_segments() {
+    let storage = SimStorage::new();
+    let batch_len = batch_of(0, 2).len() as u64;
+    let mut log = open(&storage, settings(batch_len, false));
+    for i in 0..4 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    block_on(log.flush(&storage, false)).unwrap();
+    assert_eq!(log.segments_count(), 4);
+    assert_eq!(block_on(log.delete_segments(&storage, 2)).unwrap(), 2);
+    assert_eq!(log.first_offset(), 4);
+    assert_eq!(read_all(&log, 4, 100).len(), 4);
+    block_on(log.purge(&storage)).unwrap();
+    assert_eq!((log.first_offset(), log.next_offset()), (0, 0));
+    assert_eq!(log.usage().messages_count, 0);
+}
+
+#[test]
+fn consumer_offsets_survive_reopen() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30, false));
+    block_on(log.offsets.store(&storage, ConsumerKey::Consumer(7), 42, true)).unwrap();
+    block_on(log.offsets.store(&storage, ConsumerKey::Group(1), 3, true)).unwrap();
+    storage.crash(0);
+    let mut reopened = open(&storage, settings(1 << 30, false));
+    assert_eq!(reopened.offsets.get(ConsumerKey::Consumer(7)), Some(42));
+    assert_eq!(reopened.offsets.get(ConsumerKey::Group(1)), Some(3));
+    assert!(block_on(reopened.offsets.delete(&storage, ConsumerKey::Consumer(7))).unwrap());
+    assert!(!block_on(reopened.offsets.delete(&storage, ConsumerKey::Consumer(7))).unwrap());
+}
