@@ -1,1 +1,6 @@
-//! placeholder
+//! Rill's composition root: reads configuration, builds the adapters, opens the system and
+//! serves it. `main.rs` is a thin wrapper so the wiring can be tested as a library.
+
+pub mod config;
+pub mod host;
+pub mod server;

@@ -230,10 +230,7 @@ struct Acked {
 
 /// Sends batches of ten until a send fails; records every acknowledged message and
 /// returns the error that ended the loop.
-async fn produce_until_failure(
-    client: IggyClient,
-    acked: Arc<Mutex<Vec<Acked>>>,
-) -> Option<IggyError> {
+async fn produce_until_failure(client: IggyClient, acked: Arc<Mutex<Vec<Acked>>>) -> IggyError {
     let mut seed = 0u64;
     loop {
         let mut batch: Vec<IggyMessage> = (seed..seed + 10)
@@ -248,7 +245,7 @@ async fn produce_until_failure(
             .send_messages(&id(0), &id(0), &partitioning, &mut batch)
             .await
         {
-            return Some(error);
+            return error;
         }
         let mut guard = acked.lock().expect("acked list");
         guard.extend(batch.iter().map(|m| Acked {
@@ -264,9 +261,9 @@ fn acked_count(acked: &Arc<Mutex<Vec<Acked>>>) -> usize {
     acked.lock().expect("acked list").len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill9_keeps_every_acknowledged_message_of_a_persisted_topic() -> anyhow::Result<()> {
-    let mut server = TestServer::start()?;
+/// Runs a producer against a durability=persisted topic, kills the server with SIGKILL
+/// mid-stream and returns every message the producer saw acknowledged.
+async fn produce_then_kill9(server: &mut TestServer) -> anyhow::Result<Vec<Acked>> {
     let admin = connect_root(&server.tcp_address()).await?;
     admin.create_stream("durable").await?;
     let options = TopicCreateOptions {
@@ -280,75 +277,79 @@ async fn kill9_keeps_every_acknowledged_message_of_a_persisted_topic() -> anyhow
     let acked = Arc::new(Mutex::new(Vec::new()));
     let task = tokio::spawn(produce_until_failure(producer, acked.clone()));
     while acked_count(&acked) < 3000 {
-        assert!(
-            !task.is_finished(),
-            "producer stopped while the server was up"
-        );
+        if task.is_finished() {
+            let error = task.await?;
+            panic!("the producer failed while the server was up: {error}");
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     server.kill9()?;
-    let ended = tokio::time::timeout(Duration::from_secs(60), task).await??;
-    assert!(ended.is_some(), "the producer saw the server die");
+    // The producer ends with the first send that fails once the server is gone.
+    let _last_error = tokio::time::timeout(Duration::from_secs(60), task).await??;
     let acked = acked.lock().expect("acked list").clone();
+    Ok(acked)
+}
 
-    server.restart()?;
-    let client = connect_root(&server.tcp_address()).await?;
-    let stored = poll_all(&client, &id(0), &id(0), 0).await?;
+/// The stored log is gap-free and starts with every acknowledged message, in order.
+fn assert_acknowledged_prefix(acked: &[Acked], stored: &[IggyMessage]) {
+    let (stored_count, acked_count) = (stored.len(), acked.len());
     assert!(
-        stored.len() >= acked.len(),
-        "{} stored < {} acknowledged",
-        stored.len(),
-        acked.len()
+        stored_count >= acked_count,
+        "{stored_count} stored < {acked_count} acknowledged"
     );
-    assert_eq!(
-        offsets(&stored),
-        (0..stored.len() as u64).collect::<Vec<u64>>(),
-        "no holes"
-    );
-    for (index, (sent, got)) in acked.iter().zip(&stored).enumerate() {
+    let expected: Vec<u64> = (0..stored_count as u64).collect();
+    assert_eq!(offsets(stored), expected, "offsets without holes");
+    for (index, (sent, got)) in acked.iter().zip(stored).enumerate() {
         assert_eq!(got.header.id, sent.id, "acknowledged message {index}: id");
         assert_eq!(
             got.payload.as_ref(),
             sent.payload.as_slice(),
-            "message {index}: payload"
+            "{index}: payload"
         );
         assert_eq!(
             got.user_headers.as_deref(),
             sent.headers.as_deref(),
-            "message {index}: headers"
+            "{index}: headers"
         );
         assert_eq!(
             got.header.origin_timestamp, sent.origin_timestamp,
-            "message {index}: origin"
+            "{index}: origin"
         );
     }
+}
 
-    // New messages never reuse an offset of a message that survived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_keeps_every_acknowledged_message_of_a_persisted_topic() -> anyhow::Result<()> {
+    let mut server = TestServer::start()?;
+    let acked = produce_then_kill9(&mut server).await?;
+
+    server.restart()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let stored = poll_all(&client, &id(0), &id(0), 0).await?;
+    assert_acknowledged_prefix(&acked, &stored);
+
+    // New messages get offsets after every surviving one; none is reused.
     let last_old = stored.last().expect("messages survived").header.offset;
     let mut fresh: Vec<IggyMessage> = (0..5).map(|s| sample_message(1_000_000 + s)).collect();
     client
         .send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut fresh)
         .await?;
     let after = poll_all(&client, &id(0), &id(0), 0).await?;
-    let new_part: Vec<&IggyMessage> = after
-        .iter()
-        .filter(|m| m.header.offset > last_old)
-        .collect();
-    assert_eq!(
-        new_part.len(),
-        5,
-        "exactly the new messages follow the old ones"
-    );
-    for (sent, got) in fresh.iter().zip(new_part) {
-        assert_same_message(sent, got, "message sent after the crash");
-    }
     assert_eq!(offsets(&after), (0..=last_old + 5).collect::<Vec<u64>>());
     for (old, now) in stored.iter().zip(&after) {
+        let offset = old.header.offset;
         assert_eq!(
             now.header.id, old.header.id,
-            "old offset {} rewritten",
-            old.header.offset
+            "offset {offset} was rewritten"
         );
+    }
+    for (sent, got) in fresh.iter().zip(&after[stored.len()..]) {
+        assert!(
+            got.header.offset > last_old,
+            "new offset {}",
+            got.header.offset
+        );
+        assert_same_message(sent, got, "message sent after the crash");
     }
     Ok(())
 }

@@ -1,1 +1,80 @@
-//! placeholder
+//! The TCP transport: accepts connections and frames Iggy 0.11 requests (a 256-byte
+//! header, then `size - 256` body bytes). Frames go to the application's dispatcher; this
+//! crate knows nothing about commands.
+
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use compio::BufResult;
+use compio::io::{AsyncReadExt, AsyncWriteExt};
+use compio::net::{TcpListener, TcpStream};
+use rill_application::ports::Env;
+use rill_application::{Connection, Outcome, System, Transport};
+use rill_domain::constants::HEADER_SIZE;
+use rill_domain::wire::header::{RequestHeader, frame_size};
+
+/// Binds the listener; a taken port fails with a message naming the transport and address.
+pub async fn bind(address: &str) -> io::Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|error| io::Error::new(error.kind(), format!("tcp transport cannot bind {address}: {error}")))
+}
+
+/// Accepts connections forever, serving each on its own task of the current event loop.
+pub async fn serve<E: Env>(system: Rc<System<E>>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let system = system.clone();
+                compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
+            }
+            Err(error) => {
+                // Running out of descriptors must not end the listener; back off briefly.
+                tracing::warn!(%error, "tcp accept failed");
+                compio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Serves one connection until the peer closes it, a frame is malformed, or the
+/// dispatcher evicts the session.
+pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let client_id = system.clients.connect(peer.to_string(), Transport::Tcp);
+    let mut connection = Connection { client_id, bound: None };
+    if let Err(error) = request_loop(&system, &mut connection, &mut stream).await {
+        tracing::debug!(%peer, %error, "connection closed");
+    }
+    system.clients.disconnect(client_id);
+}
+
+async fn request_loop<E: Env>(system: &System<E>, connection: &mut Connection, stream: &mut TcpStream) -> io::Result<()> {
+    let mut header_buf = vec![0u8; HEADER_SIZE];
+    loop {
+        let BufResult(result, buf) = stream.read_exact(header_buf).await;
+        header_buf = buf;
+        result?;
+        let header_bytes: &[u8; HEADER_SIZE] = header_buf.as_slice().try_into().expect("header buffer is 256 bytes");
+        let size = frame_size(header_bytes).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
+        let header = RequestHeader::parse(header_bytes);
+        let body = vec![0u8; size - HEADER_SIZE];
+        let body = if body.is_empty() {
+            body
+        } else {
+            let BufResult(result, body) = stream.read_exact(body).await;
+            result?;
+            body
+        };
+        let (frame, keep_open) = match system.handle(connection, &header, &body).await {
+            Outcome::Reply(frame) => (frame, true),
+            Outcome::Evict(frame) => (frame, false),
+        };
+        let BufResult(result, _) = stream.write_all(frame).await;
+        result?;
+        if !keep_open {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Request dispatch: header checks, decoding, the session rules of protocol 0.11, routing
+//! to a use case, and the reply frame. Transports call `handle` once per request frame.
+
+use rill_domain::error::ErrorCode;
+use rill_domain::version;
+use rill_domain::wire::codes::operation;
+use rill_domain::wire::command::{Command, Credentials, DecodeError};
+use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, encode_reply};
+use rill_domain::wire::response;
+
+use crate::ports::Env;
+use crate::system::System;
+
+/// A session bound to a connection by a successful login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundSession {
+    pub client: u128,
+    pub session: u64,
+    pub user_id: u32,
+}
+
+/// Per-connection state a transport keeps and passes to every `handle` call.
+#[derive(Debug)]
+pub struct Connection {
+    pub client_id: u32,
+    pub bound: Option<BoundSession>,
+}
+
+/// What a transport does with the result of one request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send the frame and keep serving the connection.
+    Reply(Vec<u8>),
+    /// Send the frame (an Eviction) and close the connection.
+    Evict(Vec<u8>),
+}
+
+impl<E: Env> System<E> {
+    pub async fn handle(&self, connection: &mut Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
+        let reply = |status: ErrorCode| Outcome::Reply(encode_reply(header, self.commit(), status.code(), &[]));
+        if !header.checksum_matches(body) {
+            return reply(ErrorCode::InvalidFormat);
+        }
+        if header.operation == 0 || !operation::is_known(header.operation) {
+            return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestOperation, (0, 0)));
+        }
+        let command = match Command::decode(header.operation, header.code, body) {
+            Ok(command) => command,
+            Err(DecodeError::UnknownOperation(_)) => {
+                return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestOperation, (0, 0)));
+            }
+            Err(DecodeError::UnknownCode(_)) => return reply(ErrorCode::InvalidCommand),
+            Err(DecodeError::Body(_)) if header.operation == operation::REGISTER => {
+                return Outcome::Evict(encode_eviction(header.client, EvictionReason::MalformedLogin, (0, 0)));
+            }
+            Err(DecodeError::Body(code)) => return reply(code),
+        };
+        match command {
+            Command::Ping => Outcome::Reply(encode_reply(header, self.commit(), 0, &[])),
+            Command::Register { protocol_version, credentials } => self.register(connection, header, protocol_version, &credentials),
+            Command::Logout => {
+                if connection.bound.take().is_some() {
+                    self.clients.set_user(connection.client_id, None);
+                }
+                Outcome::Reply(encode_reply(header, self.commit(), 0, &[]))
+            }
+            _ if connection.bound.is_none() => {
+                if header.operation == operation::NON_REPLICATED {
+                    reply(ErrorCode::Unauthenticated)
+                } else {
+                    Outcome::Evict(encode_eviction(header.client, EvictionReason::NoSession, (0, 0)))
+                }
+            }
+            command => {
+                let result = self.execute(connection, header, body, command).await;
+                let frame = match result {
+                    Ok(reply_body) => encode_reply(header, self.commit(), 0, &reply_body),
+                    Err(code) => encode_reply(header, self.commit(), code.code(), &[]),
+                };
+                Outcome::Reply(frame)
+            }
+        }
+    }
+
+    fn register(&self, connection: &mut Connection, header: &RequestHeader, protocol_version: u32, credentials: &Credentials) -> Outcome {
+        if !version::client_accepted(protocol_version) {
+            return Outcome::Evict(encode_eviction(header.client, EvictionReason::IncompatibleProtocol, version::window()));
+        }
+        let verified = match credentials {
+            Credentials::Password { username, password } => self.verify_root(username, password),
+            Credentials::Token(_) => false,
+        };
+        if !verified {
+            let reason = match credentials {
+                Credentials::Password { .. } => EvictionReason::InvalidCredentials,
+                Credentials::Token(_) => EvictionReason::InvalidToken,
+            };
+            return Outcome::Evict(encode_eviction(header.client, reason, (0, 0)));
+        }
+        let session = self.next_session();
+        let bound = BoundSession { client: header.client, session, user_id: 0 };
+        connection.bound = Some(bound);
+        self.clients.set_user(connection.client_id, Some(bound.user_id));
+        let mut body = Vec::new();
+        response::login(&mut body, bound.user_id, session);
+        Outcome::Reply(encode_reply(header, self.commit(), 0, &body))
+    }
+
+    async fn execute(&self, connection: &Connection, header: &RequestHeader, body: &[u8], command: Command<'_>) -> Result<Vec<u8>, ErrorCode> {
+        match command {
+            Command::GetStats => Ok(self.get_stats()),
+            Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
+            Command::GetMe => self.get_client(connection.client_id),
+            Command::GetClient { client_id } => self.get_client(client_id),
+            Command::GetClients => Ok(self.get_clients()),
+            Command::GetStream { stream } => Ok(self.get_stream(&stream)),
+            Command::GetStreams => Ok(self.get_streams()),
+            Command::GetTopic(topic) => Ok(self.get_topic(&topic)),
+            Command::GetTopics { stream } => Ok(self.get_topics(&stream)),
+            Command::Metadata(op) => self.execute_metadata(header.operation, body, &op).await,
+            Command::DeleteSegments { topic, partition_id, segments_count } => self.delete_segments(&topic, partition_id, segments_count).await,
+            Command::SendMessages { topic, partitioning, messages_count, batch } => self.send_messages(&topic, &partitioning, messages_count, batch).await,
+            Command::PollMessages(request) => self.poll_messages(&request).await,
+            Command::FlushUnsavedBuffer { topic, partition_id, fsync } => self.flush_unsaved_buffer(&topic, partition_id, fsync).await,
+            Command::GetConsumerOffset { consumer, topic, partition_id } => self.get_consumer_offset(&consumer, &topic, partition_id).await,
+            Command::StoreConsumerOffset { consumer, topic, partition_id, offset } => self.store_consumer_offset(&consumer, &topic, partition_id, offset).await,
+            Command::DeleteConsumerOffset { consumer, topic, partition_id } => self.delete_consumer_offset(&consumer, &topic, partition_id).await,
+            Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
+            Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
+        }
+    }
+}

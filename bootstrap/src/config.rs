@@ -1,0 +1,200 @@
+//! Configuration: embedded defaults, then the TOML file named by IGGY_CONFIG_PATH, then
+//! IGGY_* environment variables. Unknown keys are reported by name; a known key with a
+//! value of the wrong type or an invalid value stops the start, naming key and value.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use anyhow::{Context, bail};
+use toml::Value;
+
+const DEFAULTS: &str = include_str!("defaults.toml");
+
+/// IGGY_* variables that are not config keys.
+const NON_CONFIG_VARIABLES: &[&str] = &["IGGY_CONFIG_PATH", "IGGY_ROOT_USERNAME", "IGGY_ROOT_PASSWORD", "IGGY_ENV_PATH"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub enabled: bool,
+    pub address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub system_path: String,
+    pub log_level: String,
+    pub tcp: Listener,
+    pub quic: Listener,
+    pub http: Listener,
+    pub websocket: Listener,
+    /// The effective configuration, as written to `runtime/current_config.toml`.
+    pub effective: String,
+    /// Keys that were set but that Rill does not know.
+    pub unknown_keys: Vec<String>,
+}
+
+/// Flattens a TOML table into `a.b.c -> value` leaves.
+fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Table(table) => {
+            for (key, child) in table {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                flatten(&path, child, out);
+            }
+        }
+        leaf => {
+            out.insert(prefix.to_owned(), leaf.clone());
+        }
+    }
+}
+
+fn set_path(root: &mut Value, path: &str, value: Value) {
+    let mut node = root;
+    let parts: Vec<&str> = path.split('.').collect();
+    for part in &parts[..parts.len() - 1] {
+        node = node.as_table_mut().expect("known paths run through tables").entry(part.to_string()).or_insert_with(|| Value::Table(Default::default()));
+    }
+    node.as_table_mut().expect("known paths run through tables").insert(parts[parts.len() - 1].to_owned(), value);
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a number",
+        Value::Boolean(_) => "a boolean (true or false)",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
+    }
+}
+
+/// Parses an environment value with the type of the key's default.
+fn parse_env(key: &str, raw: &str, default: &Value) -> anyhow::Result<Value> {
+    let parsed = match default {
+        Value::Boolean(_) => raw.trim().parse::<bool>().ok().map(Value::Boolean),
+        Value::Integer(_) => raw.trim().parse::<i64>().ok().map(Value::Integer),
+        Value::Float(_) => raw.trim().parse::<f64>().ok().map(Value::Float),
+        _ => Some(Value::String(raw.to_owned())),
+    };
+    parsed.with_context(|| format!("invalid value for `{key}`: `{raw}` (expected {})", type_name(default)))
+}
+
+/// Loads the configuration from the given file text (if any) and environment.
+pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyhow::Result<Config> {
+    let mut merged = Value::Table(toml::from_str(DEFAULTS).expect("embedded defaults are valid TOML"));
+    let mut known = BTreeMap::new();
+    flatten("", &merged, &mut known);
+    let mut unknown_keys = Vec::new();
+    if let Some((path, text)) = file {
+        let parsed = Value::Table(toml::from_str(text).with_context(|| format!("config file {path} is not valid TOML"))?);
+        let mut leaves = BTreeMap::new();
+        flatten("", &parsed, &mut leaves);
+        for (key, value) in leaves {
+            match known.get(&key) {
+                None => unknown_keys.push(key),
+                Some(default) if std::mem::discriminant(default) != std::mem::discriminant(&value) => {
+                    bail!("invalid value for `{key}` in {path}: `{value}` (expected {})", type_name(default));
+                }
+                Some(_) => set_path(&mut merged, &key, value),
+            }
+        }
+    }
+    let env_names: BTreeMap<String, &String> = known.keys().map(|k| (format!("IGGY_{}", k.replace('.', "_").to_uppercase()), k)).collect();
+    for (name, raw) in env.iter().filter(|(name, _)| name.starts_with("IGGY_")) {
+        match env_names.get(name) {
+            Some(key) => set_path(&mut merged, key, parse_env(key, raw, &known[*key])?),
+            None if NON_CONFIG_VARIABLES.contains(&name.as_str()) || name.starts_with("IGGY_TEST_") => {}
+            None => unknown_keys.push(name.clone()),
+        }
+    }
+    let config = typed(&merged, unknown_keys)?;
+    validate(&config)?;
+    Ok(config)
+}
+
+fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
+    let mut leaves = BTreeMap::new();
+    flatten("", merged, &mut leaves);
+    let text = |key: &str| leaves[key].as_str().expect("types were checked against the defaults").to_owned();
+    let flag = |key: &str| leaves[key].as_bool().expect("types were checked against the defaults");
+    let listener = |section: &str| Listener { enabled: flag(&format!("{section}.enabled")), address: text(&format!("{section}.address")) };
+    Ok(Config {
+        system_path: text("system.path"),
+        log_level: text("system.logging.level"),
+        tcp: listener("tcp"),
+        quic: listener("quic"),
+        http: listener("http"),
+        websocket: listener("websocket"),
+        effective: toml::to_string(merged).context("serialising the effective config")?,
+        unknown_keys,
+    })
+}
+
+fn validate(config: &Config) -> anyhow::Result<()> {
+    for (key, listener) in [("tcp", &config.tcp), ("quic", &config.quic), ("http", &config.http), ("websocket", &config.websocket)] {
+        if listener.address.parse::<SocketAddr>().is_err() {
+            bail!("invalid value for `{key}.address`: `{}` (expected ip:port)", listener.address);
+        }
+    }
+    for (key, listener) in [("quic", &config.quic), ("http", &config.http), ("websocket", &config.websocket)] {
+        if listener.enabled {
+            bail!("invalid value for `{key}.enabled`: `true` (the {key} transport is not available in this build)");
+        }
+    }
+    if !config.tcp.enabled {
+        bail!("invalid value for `tcp.enabled`: `false` (TCP is the only transport in this build)");
+    }
+    if !matches!(config.log_level.as_str(), "trace" | "debug" | "info" | "warn" | "error") {
+        bail!("invalid value for `system.logging.level`: `{}` (expected trace, debug, info, warn or error)", config.log_level);
+    }
+    if config.system_path.trim().is_empty() {
+        bail!("invalid value for `system.path`: `` (expected a directory path)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_load() {
+        let config = load(None, &env(&[])).unwrap();
+        assert_eq!(config.tcp.address, "127.0.0.1:8090");
+        assert_eq!(config.system_path, "local_data");
+        assert!(config.unknown_keys.is_empty());
+    }
+
+    #[test]
+    fn file_then_env_override() {
+        let file = "[tcp]\naddress = \"127.0.0.1:9000\"\n[system]\npath = \"/tmp/x\"\n";
+        let config = load(Some(("c.toml", file)), &env(&[("IGGY_TCP_ADDRESS", "127.0.0.1:9100")])).unwrap();
+        assert_eq!(config.tcp.address, "127.0.0.1:9100");
+        assert_eq!(config.system_path, "/tmp/x");
+        assert!(config.effective.contains("127.0.0.1:9100"));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let file = "[tcp]\nadress = \"x\"\n[colour]\nname = \"red\"\n";
+        let config = load(Some(("c.toml", file)), &env(&[("IGGY_TCP_NODELAY", "1")])).unwrap();
+        assert_eq!(config.unknown_keys, vec!["colour.name", "tcp.adress", "IGGY_TCP_NODELAY"]);
+    }
+
+    #[test]
+    fn invalid_values_name_key_and_value() {
+        let error = load(None, &env(&[("IGGY_TCP_ENABLED", "yes")])).unwrap_err().to_string();
+        assert!(error.contains("tcp.enabled") && error.contains("yes"), "{error}");
+        let error = load(Some(("c.toml", "[tcp]\naddress = 5\n")), &env(&[])).unwrap_err().to_string();
+        assert!(error.contains("tcp.address") && error.contains('5'), "{error}");
+        let error = load(None, &env(&[("IGGY_TCP_ADDRESS", "nowhere")])).unwrap_err().to_string();
+        assert!(error.contains("tcp.address") && error.contains("nowhere"), "{error}");
+        let error = load(None, &env(&[("IGGY_SYSTEM_LOGGING_LEVEL", "loud")])).unwrap_err().to_string();
+        assert!(error.contains("loud"), "{error}");
+    }
+}
