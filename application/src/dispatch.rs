@@ -35,11 +35,25 @@ pub enum Outcome {
     Evict(Vec<u8>),
 }
 
+/// The header rules every request obeys: a non-zero client; Register carries no session
+/// and request number; every other non-read operation carries both.
+fn fields_valid(header: &RequestHeader) -> bool {
+    match header.operation {
+        _ if header.client == 0 => false,
+        operation::REGISTER => header.session == 0 && header.request == 0,
+        operation::NON_REPLICATED | operation::LOGOUT | 0 => true,
+        _ => header.session > 0 && header.request > 0,
+    }
+}
+
 impl<E: Env> System<E> {
     pub async fn handle(&self, connection: &mut Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
         let reply = |status: ErrorCode| Outcome::Reply(encode_reply(header, self.commit(), status.code(), &[]));
         if !header.checksum_matches(body) {
             return reply(ErrorCode::InvalidFormat);
+        }
+        if !fields_valid(header) {
+            return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestBody, (0, 0)));
         }
         if header.operation == 0 || !operation::is_known(header.operation) {
             return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestOperation, (0, 0)));
