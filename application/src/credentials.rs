@@ -11,7 +11,11 @@ use crate::ports::{Storage, StorageFile};
 
 /// OWASP's minimum for Argon2id: 19 MiB, 2 iterations, 1 lane.
 fn hasher() -> Argon2<'static> {
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters"))
+    Argon2::new(
+        Algorithm::Argon2id,
+        Version::V0x13,
+        Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters"),
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +43,11 @@ impl RootUser {
 
     /// Loads the root user, creating it from `seed` when none exists yet. Returns whether
     /// it was created now.
-    pub async fn load_or_create<S: Storage>(storage: &S, metadata_dir: &Path, seed: &RootSeed) -> io::Result<(Self, bool)> {
+    pub async fn load_or_create<S: Storage>(
+        storage: &S,
+        metadata_dir: &Path,
+        seed: &RootSeed,
+    ) -> io::Result<(Self, bool)> {
         let path = metadata_dir.join("users");
         let file = storage.open(&path).await?;
         let len = file.len().await?;
@@ -47,7 +55,10 @@ impl RootUser {
             let (result, bytes) = file.read_exact_at(vec![0u8; len as usize], 0).await;
             result?;
             let text = String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let (username, hash) = text.trim_end().split_once('\t').ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "metadata/users is malformed"))?;
+            let (username, hash) = text
+                .trim_end()
+                .split_once('\t')
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "metadata/users is malformed"))?;
             return Ok((Self { username: username.to_owned(), password_hash: hash.to_owned() }, false));
         }
         let salt = SaltString::generate(&mut OsRng);

@@ -71,7 +71,9 @@ impl<E: Env> System<E> {
         };
         match command {
             Command::Ping => Outcome::Reply(encode_reply(header, self.commit(), 0, &[])),
-            Command::Register { protocol_version, credentials } => self.register(connection, header, protocol_version, &credentials),
+            Command::Register { protocol_version, credentials } => {
+                self.register(connection, header, protocol_version, &credentials)
+            }
             Command::Logout => {
                 if connection.bound.take().is_some() {
                     self.clients.set_user(connection.client_id, None);
@@ -96,9 +98,19 @@ impl<E: Env> System<E> {
         }
     }
 
-    fn register(&self, connection: &mut Connection, header: &RequestHeader, protocol_version: u32, credentials: &Credentials) -> Outcome {
+    fn register(
+        &self,
+        connection: &mut Connection,
+        header: &RequestHeader,
+        protocol_version: u32,
+        credentials: &Credentials,
+    ) -> Outcome {
         if !version::client_accepted(protocol_version) {
-            return Outcome::Evict(encode_eviction(header.client, EvictionReason::IncompatibleProtocol, version::window()));
+            return Outcome::Evict(encode_eviction(
+                header.client,
+                EvictionReason::IncompatibleProtocol,
+                version::window(),
+            ));
         }
         let verified = match credentials {
             Credentials::Password { username, password } => self.verify_root(username, password),
@@ -120,7 +132,13 @@ impl<E: Env> System<E> {
         Outcome::Reply(encode_reply(header, self.commit(), 0, &body))
     }
 
-    async fn execute(&self, connection: &Connection, header: &RequestHeader, body: &[u8], command: Command<'_>) -> Result<Vec<u8>, ErrorCode> {
+    async fn execute(
+        &self,
+        connection: &Connection,
+        header: &RequestHeader,
+        body: &[u8],
+        command: Command<'_>,
+    ) -> Result<Vec<u8>, ErrorCode> {
         match command {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
@@ -132,13 +150,25 @@ impl<E: Env> System<E> {
             Command::GetTopic(topic) => Ok(self.get_topic(&topic)),
             Command::GetTopics { stream } => Ok(self.get_topics(&stream)),
             Command::Metadata(op) => self.execute_metadata(header.operation, body, &op).await,
-            Command::DeleteSegments { topic, partition_id, segments_count } => self.delete_segments(&topic, partition_id, segments_count).await,
-            Command::SendMessages { topic, partitioning, messages_count, batch } => self.send_messages(&topic, &partitioning, messages_count, batch).await,
+            Command::DeleteSegments { topic, partition_id, segments_count } => {
+                self.delete_segments(&topic, partition_id, segments_count).await
+            }
+            Command::SendMessages { topic, partitioning, messages_count, batch } => {
+                self.send_messages(&topic, &partitioning, messages_count, batch).await
+            }
             Command::PollMessages(request) => self.poll_messages(&request).await,
-            Command::FlushUnsavedBuffer { topic, partition_id, fsync } => self.flush_unsaved_buffer(&topic, partition_id, fsync).await,
-            Command::GetConsumerOffset { consumer, topic, partition_id } => self.get_consumer_offset(&consumer, &topic, partition_id).await,
-            Command::StoreConsumerOffset { consumer, topic, partition_id, offset } => self.store_consumer_offset(&consumer, &topic, partition_id, offset).await,
-            Command::DeleteConsumerOffset { consumer, topic, partition_id } => self.delete_consumer_offset(&consumer, &topic, partition_id).await,
+            Command::FlushUnsavedBuffer { topic, partition_id, fsync } => {
+                self.flush_unsaved_buffer(&topic, partition_id, fsync).await
+            }
+            Command::GetConsumerOffset { consumer, topic, partition_id } => {
+                self.get_consumer_offset(&consumer, &topic, partition_id).await
+            }
+            Command::StoreConsumerOffset { consumer, topic, partition_id, offset } => {
+                self.store_consumer_offset(&consumer, &topic, partition_id, offset).await
+            }
+            Command::DeleteConsumerOffset { consumer, topic, partition_id } => {
+                self.delete_consumer_offset(&consumer, &topic, partition_id).await
+            }
             Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
             Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
         }

@@ -29,7 +29,9 @@ pub struct JournalEntry {
 pub enum JournalError {
     #[error("metadata journal {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("metadata journal {path} has a corrupt entry at byte {position} followed by {trailing} more bytes; refusing to skip it")]
+    #[error(
+        "metadata journal {path} has a corrupt entry at byte {position} followed by {trailing} more bytes; refusing to skip it"
+    )]
     Corrupt { path: PathBuf, position: u64, trailing: u64 },
 }
 
@@ -77,7 +79,10 @@ fn decode_at(bytes: &[u8], position: usize) -> Option<(JournalEntry, usize)> {
 
 impl<F: StorageFile> MetadataJournal<F> {
     /// Opens the journal and returns it with every committed entry, in order.
-    pub async fn open<S: Storage<File = F>>(storage: &S, dir: &Path) -> Result<(Self, Vec<JournalEntry>), JournalError> {
+    pub async fn open<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+    ) -> Result<(Self, Vec<JournalEntry>), JournalError> {
         let path = dir.join("journal.wal");
         let io_error = |source| JournalError::Io { path: path.clone(), source };
         storage.create_dir_all(dir).await.map_err(io_error)?;

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use rill_application::partition::*;
-use rill_application::ports::Storage;
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
+use rill_application::partition::*;
+use rill_application::ports::Storage;
 use rill_domain::batch::{self, BatchHeader};
 
 fn settings(segment_size_bytes: u64, enforce_fsync: bool) -> PartitionSettings {
@@ -21,7 +21,8 @@ fn settings(segment_size_bytes: u64, enforce_fsync: bool) -> PartitionSettings {
 
 fn batch_of(first: u32, count: u32) -> Vec<u8> {
     let payloads: Vec<Vec<u8>> = (first..first + count).map(|i| format!("message-{i:04}").into_bytes()).collect();
-    let messages: Vec<(u128, &[u8], &[u8])> = payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
+    let messages: Vec<(u128, &[u8], &[u8])> =
+        payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
     batch::build(&messages, 1000)
 }
 

@@ -11,7 +11,8 @@ use toml::Value;
 const DEFAULTS: &str = include_str!("defaults.toml");
 
 /// IGGY_* variables that are not config keys.
-const NON_CONFIG_VARIABLES: &[&str] = &["IGGY_CONFIG_PATH", "IGGY_ROOT_USERNAME", "IGGY_ROOT_PASSWORD", "IGGY_ENV_PATH"];
+const NON_CONFIG_VARIABLES: &[&str] =
+    &["IGGY_CONFIG_PATH", "IGGY_ROOT_USERNAME", "IGGY_ROOT_PASSWORD", "IGGY_ENV_PATH"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -52,7 +53,11 @@ fn set_path(root: &mut Value, path: &str, value: Value) {
     let mut node = root;
     let parts: Vec<&str> = path.split('.').collect();
     for part in &parts[..parts.len() - 1] {
-        node = node.as_table_mut().expect("known paths run through tables").entry(part.to_string()).or_insert_with(|| Value::Table(Default::default()));
+        node = node
+            .as_table_mut()
+            .expect("known paths run through tables")
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Table(Default::default()));
     }
     node.as_table_mut().expect("known paths run through tables").insert(parts[parts.len() - 1].to_owned(), value);
 }
@@ -87,7 +92,8 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
     flatten("", &merged, &mut known);
     let mut unknown_keys = Vec::new();
     if let Some((path, text)) = file {
-        let parsed = Value::Table(toml::from_str(text).with_context(|| format!("config file {path} is not valid TOML"))?);
+        let parsed =
+            Value::Table(toml::from_str(text).with_context(|| format!("config file {path} is not valid TOML"))?);
         let mut leaves = BTreeMap::new();
         flatten("", &parsed, &mut leaves);
         for (key, value) in leaves {
@@ -100,7 +106,8 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
             }
         }
     }
-    let env_names: BTreeMap<String, &String> = known.keys().map(|k| (format!("IGGY_{}", k.replace('.', "_").to_uppercase()), k)).collect();
+    let env_names: BTreeMap<String, &String> =
+        known.keys().map(|k| (format!("IGGY_{}", k.replace('.', "_").to_uppercase()), k)).collect();
     for (name, raw) in env.iter().filter(|(name, _)| name.starts_with("IGGY_")) {
         match env_names.get(name) {
             Some(key) => set_path(&mut merged, key, parse_env(key, raw, &known[*key])?),
@@ -118,7 +125,10 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     flatten("", merged, &mut leaves);
     let text = |key: &str| leaves[key].as_str().expect("types were checked against the defaults").to_owned();
     let flag = |key: &str| leaves[key].as_bool().expect("types were checked against the defaults");
-    let listener = |section: &str| Listener { enabled: flag(&format!("{section}.enabled")), address: text(&format!("{section}.address")) };
+    let listener = |section: &str| Listener {
+        enabled: flag(&format!("{section}.enabled")),
+        address: text(&format!("{section}.address")),
+    };
     Ok(Config {
         system_path: text("system.path"),
         log_level: text("system.logging.level"),
@@ -132,7 +142,9 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
 }
 
 fn validate(config: &Config) -> anyhow::Result<()> {
-    for (key, listener) in [("tcp", &config.tcp), ("quic", &config.quic), ("http", &config.http), ("websocket", &config.websocket)] {
+    for (key, listener) in
+        [("tcp", &config.tcp), ("quic", &config.quic), ("http", &config.http), ("websocket", &config.websocket)]
+    {
         if listener.address.parse::<SocketAddr>().is_err() {
             bail!("invalid value for `{key}.address`: `{}` (expected ip:port)", listener.address);
         }
@@ -146,7 +158,10 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         bail!("invalid value for `tcp.enabled`: `false` (TCP is the only transport in this build)");
     }
     if !matches!(config.log_level.as_str(), "trace" | "debug" | "info" | "warn" | "error") {
-        bail!("invalid value for `system.logging.level`: `{}` (expected trace, debug, info, warn or error)", config.log_level);
+        bail!(
+            "invalid value for `system.logging.level`: `{}` (expected trace, debug, info, warn or error)",
+            config.log_level
+        );
     }
     if config.system_path.trim().is_empty() {
         bail!("invalid value for `system.path`: `` (expected a directory path)");

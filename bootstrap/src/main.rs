@@ -30,7 +30,8 @@ fn parse_flags() -> Result<Flags, String> {
 }
 
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
@@ -66,7 +67,11 @@ fn main() -> ExitCode {
     if flags.fresh {
         let _ = std::fs::remove_dir_all(&config.system_path);
     }
-    let root = host::root_seed(env.get("IGGY_ROOT_USERNAME").cloned(), env.get("IGGY_ROOT_PASSWORD").cloned(), flags.default_credentials);
+    let root = host::root_seed(
+        env.get("IGGY_ROOT_USERNAME").cloned(),
+        env.get("IGGY_ROOT_PASSWORD").cloned(),
+        flags.default_credentials,
+    );
     let runtime = match compio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

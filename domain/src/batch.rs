@@ -218,7 +218,8 @@ pub fn append_slice(batch: &[u8], from: u64, max: u32, out: &mut Vec<u8>) -> u32
         out.extend_from_slice(&batch[frame.start..frame.end]);
     }
     let record = &mut out[start..];
-    record[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&((BATCH_HEADER_SIZE + body_len) as u64).to_le_bytes());
+    record[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8]
+        .copy_from_slice(&((BATCH_HEADER_SIZE + body_len) as u64).to_le_bytes());
     record[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&(selected.len() as u32).to_le_bytes());
     let checksum = compute_checksum(record);
     record[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());

@@ -25,9 +25,7 @@ impl Namespace {
         if stream > STREAM_MASK || topic > TOPIC_MASK || partition > PARTITION_MASK {
             return None;
         }
-        Some(Self(
-            (stream << (TOPIC_BITS + PARTITION_BITS)) | (topic << PARTITION_BITS) | partition,
-        ))
+        Some(Self((stream << (TOPIC_BITS + PARTITION_BITS)) | (topic << PARTITION_BITS) | partition))
     }
 
     pub fn from_packed(packed: u64) -> Option<Self> {

@@ -76,7 +76,13 @@ mod tests {
 
     fn entries() -> Vec<IndexEntry> {
         (0..4)
-            .map(|i| IndexEntry { relative_offset: i * 10, position: i * 1000, timestamp: 100 + i as u64 * 10, message_count: 10, length: 1000 })
+            .map(|i| IndexEntry {
+                relative_offset: i * 10,
+                position: i * 1000,
+                timestamp: 100 + i as u64 * 10,
+                message_count: 10,
+                length: 1000,
+            })
             .collect()
     }
 

@@ -2,8 +2,8 @@
 //! `durability` catalog and the `enforce_fsync` catalog, so every 0.11 client can create topics).
 
 use crate::constants::{
-    DEFAULT_MESSAGES_REQUIRED_TO_SAVE, DEFAULT_SEGMENT_SIZE_BYTES,
-    DEFAULT_SIZE_REQUIRED_TO_SAVE_BYTES, MIN_SEGMENT_SIZE_BYTES,
+    DEFAULT_MESSAGES_REQUIRED_TO_SAVE, DEFAULT_SEGMENT_SIZE_BYTES, DEFAULT_SIZE_REQUIRED_TO_SAVE_BYTES,
+    MIN_SEGMENT_SIZE_BYTES,
 };
 use crate::error::ErrorCode;
 use crate::wire::tlv::{self, Entry};
@@ -194,13 +194,28 @@ impl TopicSettings {
             Compression::Gzip => "gzip",
         };
         tlv::put(&mut out, "compression_algorithm", tlv::KIND_STRING, compression.as_bytes());
-        tlv::put(&mut out, "consumer_offset_durability", tlv::KIND_STRING, durability(self.consumer_offset_fsync).as_bytes());
+        tlv::put(
+            &mut out,
+            "consumer_offset_durability",
+            tlv::KIND_STRING,
+            durability(self.consumer_offset_fsync).as_bytes(),
+        );
         tlv::put(&mut out, "durability", tlv::KIND_STRING, durability(self.enforce_fsync).as_bytes());
         tlv::put(&mut out, "max_topic_size", tlv::KIND_UINT64, &self.max_topic_size_bytes.to_le_bytes());
         tlv::put(&mut out, "message_expiry", tlv::KIND_UINT64, &self.message_expiry_us.to_le_bytes());
-        tlv::put(&mut out, "messages_required_to_save", tlv::KIND_UINT32, &self.messages_required_to_save.to_le_bytes());
+        tlv::put(
+            &mut out,
+            "messages_required_to_save",
+            tlv::KIND_UINT32,
+            &self.messages_required_to_save.to_le_bytes(),
+        );
         tlv::put(&mut out, "segment_size", tlv::KIND_UINT64, &self.segment_size_bytes.to_le_bytes());
-        tlv::put(&mut out, "size_of_messages_required_to_save", tlv::KIND_UINT64, &self.size_required_to_save_bytes.to_le_bytes());
+        tlv::put(
+            &mut out,
+            "size_of_messages_required_to_save",
+            tlv::KIND_UINT64,
+            &self.size_required_to_save_bytes.to_le_bytes(),
+        );
         out
     }
 }

@@ -41,6 +41,12 @@ pub fn workspace_dir() -> PathBuf {
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
+/// Makes every later `TestServer` use `binary` (the benchmark picks the release build).
+/// Returns false when a binary was already chosen.
+pub fn use_server_binary(binary: PathBuf) -> bool {
+    SERVER_BINARY.set(binary).is_ok()
+}
+
 /// Path of the `rill-server` binary: `RILL_SERVER_BIN`, else
 /// `<workspace>/target/debug/rill-server`, else a binary built on demand.
 pub fn server_binary() -> PathBuf {
@@ -67,26 +73,16 @@ fn build_server_binary() -> PathBuf {
     let workspace = workspace_dir();
     let target_dir = workspace.join("target/rill-tests-server");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!(
-        "rill-server binary missing; building it into {}",
-        target_dir.display()
-    );
+    eprintln!("rill-server binary missing; building it into {}", target_dir.display());
     let status = Command::new(cargo)
         .args(["build", "-p", "rill-bootstrap", "--bin", "rill-server"])
         .current_dir(&workspace)
         .env("CARGO_TARGET_DIR", &target_dir)
         .status()
         .expect("failed to run cargo build for rill-server");
-    assert!(
-        status.success(),
-        "cargo build of rill-server failed: {status}"
-    );
+    assert!(status.success(), "cargo build of rill-server failed: {status}");
     let binary = target_dir.join("debug/rill-server");
-    assert!(
-        binary.is_file(),
-        "cargo build did not produce {}",
-        binary.display()
-    );
+    assert!(binary.is_file(), "cargo build did not produce {}", binary.display());
     binary
 }
 
@@ -131,10 +127,7 @@ impl TestServer {
             binary: server_binary(),
             root,
             address,
-            extra_env: extra_env
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+            extra_env: extra_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             child: None,
             launches: 0,
         };
@@ -165,10 +158,8 @@ impl TestServer {
     /// Sends SIGTERM and waits for the process to exit; fails unless it exits with 0.
     pub fn stop_graceful(&mut self) -> anyhow::Result<()> {
         let mut child = self.child.take().context("server is not running")?;
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .context("run kill -TERM")?;
+        let status =
+            Command::new("kill").args(["-TERM", &child.id().to_string()]).status().context("run kill -TERM")?;
         if !status.success() {
             bail!("kill -TERM failed: {status}");
         }
@@ -179,10 +170,7 @@ impl TestServer {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!(
-                    "server did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}",
-                    self.logs()
-                )
+                bail!("server did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}", self.logs())
             }
         }
     }
@@ -213,11 +201,7 @@ impl TestServer {
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-                out.push_str(&format!(
-                    "----- {} (last {} lines)\n",
-                    path.display(),
-                    tail.len()
-                ));
+                out.push_str(&format!("----- {} (last {} lines)\n", path.display(), tail.len()));
                 for line in tail {
                     out.push_str(line);
                     out.push('\n');
@@ -228,9 +212,7 @@ impl TestServer {
     }
 
     fn log_path(&self, launch: u32, stream: &str) -> PathBuf {
-        self.root
-            .path()
-            .join(format!("server-{launch}.{stream}.log"))
+        self.root.path().join(format!("server-{launch}.{stream}.log"))
     }
 
     /// Spawns the binary until one instance is up, retrying instances that exit at
@@ -249,18 +231,12 @@ impl TestServer {
                     std::thread::sleep(Duration::from_millis(250));
                 }
                 Err(Readiness::Exited(status)) => {
-                    bail!(
-                        "rill-server exited during startup: {status}\n{}",
-                        self.logs()
-                    )
+                    bail!("rill-server exited during startup: {status}\n{}", self.logs())
                 }
                 Err(Readiness::TimedOut) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    bail!(
-                        "rill-server did not accept TCP within {READY_TIMEOUT:?}\n{}",
-                        self.logs()
-                    )
+                    bail!("rill-server did not accept TCP within {READY_TIMEOUT:?}\n{}", self.logs())
                 }
             }
         }
@@ -291,9 +267,7 @@ impl TestServer {
         for (key, value) in &self.extra_env {
             command.env(key, value);
         }
-        command
-            .spawn()
-            .with_context(|| format!("spawn {}", self.binary.display()))
+        command.spawn().with_context(|| format!("spawn {}", self.binary.display()))
     }
 }
 
@@ -314,11 +288,7 @@ enum Readiness {
     TimedOut,
 }
 
-fn wait_until_accepting(
-    child: &mut Child,
-    address: SocketAddr,
-    timeout: Duration,
-) -> Result<(), Readiness> {
+fn wait_until_accepting(child: &mut Child, address: SocketAddr, timeout: Duration) -> Result<(), Readiness> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -352,11 +322,8 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus>
 /// TCP client settings for tests: Nagle off, and a bounded number of reconnection
 /// passes so a dead server turns into an error instead of an endless retry loop.
 pub fn client_config(address: &str, reconnect: bool) -> TcpClientConfig {
-    let mut config = TcpClientConfig {
-        server_address: address.to_owned(),
-        nodelay: true,
-        ..TcpClientConfig::default()
-    };
+    let mut config =
+        TcpClientConfig { server_address: address.to_owned(), nodelay: true, ..TcpClientConfig::default() };
     config.reconnection.enabled = reconnect;
     config.reconnection.max_retries = Some(3);
     config.reconnection.interval = NonZeroIggyDuration::from_str("200ms").expect("duration");
@@ -432,23 +399,17 @@ pub async fn create_stream_and_topic(
     partitions: u32,
 ) -> anyhow::Result<(u32, u32)> {
     let stream_details = client.create_stream(stream).await?;
-    let topic_details = client
-        .create_topic(&id(stream_details.id), topic, &topic_options(partitions))
-        .await?;
+    let topic_details = client.create_topic(&id(stream_details.id), topic, &topic_options(partitions)).await?;
     Ok((stream_details.id, topic_details.id))
 }
 
 /// Deterministic payload of varying length (1..=300 bytes) that covers every byte value.
 pub fn sample_payload(seed: u64) -> Vec<u8> {
     let len = 1 + (seed.wrapping_mul(7919) % 300) as usize;
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let mut payload = format!("m{seed}:").into_bytes();
     while payload.len() < len {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         payload.push((state >> 56) as u8);
     }
     payload
@@ -461,29 +422,15 @@ pub fn sample_headers(seed: u64) -> BTreeMap<HeaderKey, HeaderValue> {
     headers.insert(key("seq"), HeaderValue::from(seed));
     headers.insert(key("even"), HeaderValue::from(seed.is_multiple_of(2)));
     let text = format!("text-{seed}");
-    headers.insert(
-        key("label"),
-        HeaderValue::from_str(&text).expect("header value"),
-    );
-    let raw: Vec<u8> = (0..(1 + seed % 16) as u8)
-        .map(|b| b.wrapping_mul(37))
-        .collect();
-    headers.insert(
-        key("raw"),
-        HeaderValue::try_from(raw).expect("raw header value"),
-    );
+    headers.insert(key("label"), HeaderValue::from_str(&text).expect("header value"));
+    let raw: Vec<u8> = (0..(1 + seed % 16) as u8).map(|b| b.wrapping_mul(37)).collect();
+    headers.insert(key("raw"), HeaderValue::try_from(raw).expect("raw header value"));
     headers
 }
 
 /// A message with an explicit id, a payload and optional headers.
-pub fn message(
-    message_id: u128,
-    payload: Vec<u8>,
-    headers: Option<BTreeMap<HeaderKey, HeaderValue>>,
-) -> IggyMessage {
-    let builder = IggyMessage::builder()
-        .id(message_id)
-        .payload(payload.into());
+pub fn message(message_id: u128, payload: Vec<u8>, headers: Option<BTreeMap<HeaderKey, HeaderValue>>) -> IggyMessage {
+    let builder = IggyMessage::builder().id(message_id).payload(payload.into());
     match headers {
         Some(headers) => builder.user_headers(headers).build(),
         None => builder.build(),
@@ -494,39 +441,18 @@ pub fn message(
 /// Message number `seed` of the standard sample set: id `seed + 1`, sample payload and
 /// sample headers.
 pub fn sample_message(seed: u64) -> IggyMessage {
-    message(
-        u128::from(seed) + 1,
-        sample_payload(seed),
-        Some(sample_headers(seed)),
-    )
+    message(u128::from(seed) + 1, sample_payload(seed), Some(sample_headers(seed)))
 }
 
 /// Panics unless `got` carries the same id, payload, user headers (byte for byte) and
 /// origin timestamp as `sent`.
 pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str) {
     assert_eq!(got.header.id, sent.header.id, "{context}: id");
-    assert_eq!(
-        got.payload.as_ref(),
-        sent.payload.as_ref(),
-        "{context}: payload"
-    );
-    assert_eq!(
-        got.user_headers.as_deref(),
-        sent.user_headers.as_deref(),
-        "{context}: user headers bytes"
-    );
-    assert_eq!(
-        got.header.payload_length, sent.header.payload_length,
-        "{context}: payload length"
-    );
-    assert_eq!(
-        got.header.user_headers_length, sent.header.user_headers_length,
-        "{context}: user headers length"
-    );
-    assert_eq!(
-        got.header.origin_timestamp, sent.header.origin_timestamp,
-        "{context}: origin timestamp"
-    );
+    assert_eq!(got.payload.as_ref(), sent.payload.as_ref(), "{context}: payload");
+    assert_eq!(got.user_headers.as_deref(), sent.user_headers.as_deref(), "{context}: user headers bytes");
+    assert_eq!(got.header.payload_length, sent.header.payload_length, "{context}: payload length");
+    assert_eq!(got.header.user_headers_length, sent.header.user_headers_length, "{context}: user headers length");
+    assert_eq!(got.header.origin_timestamp, sent.header.origin_timestamp, "{context}: origin timestamp");
 }
 
 /// Polls one partition from offset 0 until the server returns nothing more, and checks
@@ -542,30 +468,16 @@ pub async fn poll_all(
     loop {
         let next = all.last().map_or(0, |m| m.header.offset + 1);
         let polled = client
-            .poll_messages(
-                stream,
-                topic,
-                Some(partition),
-                &consumer,
-                &PollingStrategy::offset(next),
-                1000,
-                false,
-            )
+            .poll_messages(stream, topic, Some(partition), &consumer, &PollingStrategy::offset(next), 1000, false)
             .await?;
         if polled.messages.is_empty() {
             return Ok(all);
         }
         if polled.partition_id != partition {
-            bail!(
-                "poll of partition {partition} answered for {}",
-                polled.partition_id
-            );
+            bail!("poll of partition {partition} answered for {}", polled.partition_id);
         }
         if polled.messages[0].header.offset < next {
-            bail!(
-                "poll from {next} returned offset {}",
-                polled.messages[0].header.offset
-            );
+            bail!("poll from {next} returned offset {}", polled.messages[0].header.offset);
         }
         all.extend(polled.messages);
     }

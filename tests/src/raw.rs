@@ -28,8 +28,8 @@ pub const PROTOCOL_VERSION: u32 = 11264;
 
 /// The reference's golden login body: rust-sdk 0.11.0, user iggy, password iggy, no context.
 pub const GOLDEN_LOGIN_BODY: [u8; 34] = [
-    0x00, 0x2c, 0x00, 0x00, 8, b'r', b'u', b's', b't', b'-', b's', b'd', b'k', 6, b'0', b'.', b'1',
-    b'1', b'.', b'0', 4, b'i', b'g', b'g', b'y', 4, b'i', b'g', b'g', b'y', 0, 0, 0, 0,
+    0x00, 0x2c, 0x00, 0x00, 8, b'r', b'u', b's', b't', b'-', b's', b'd', b'k', 6, b'0', b'.', b'1', b'1', b'.', b'0',
+    4, b'i', b'g', b'g', b'y', 4, b'i', b'g', b'g', b'y', 0, 0, 0, 0,
 ];
 /// XXH3-64 of [`GOLDEN_LOGIN_BODY`], per the reference.
 pub const GOLDEN_LOGIN_CHECKSUM: u128 = 0x8fde_203c_2a3f_8095;
@@ -220,9 +220,7 @@ fn is_disconnect(error: &std::io::Error) -> bool {
 fn read_full(stream: &mut TcpStream, buf: &mut [u8]) -> Result<bool, Outcome> {
     match stream.read_exact(buf) {
         Ok(()) => Ok(true),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-            Err(Outcome::Silent)
-        }
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(Outcome::Silent),
         Err(e) if is_disconnect(&e) => Ok(false),
         Err(e) => panic!("unexpected read error: {e}"),
     }
@@ -273,11 +271,7 @@ pub fn login(stream: &mut TcpStream, client: u128) -> u64 {
     let request = Request::register(client, GOLDEN_LOGIN_CHECKSUM);
     send(stream, &request.frame(&GOLDEN_LOGIN_BODY));
     let reply = read_frame(stream).expect_frame("login reply");
-    assert_eq!(
-        reply.command(),
-        COMMAND_REPLY,
-        "login reply command: {reply:?}"
-    );
+    assert_eq!(reply.command(), COMMAND_REPLY, "login reply command: {reply:?}");
     assert_eq!(reply.status(), 0, "login reply status");
     let body = reply.body();
     assert!(body.len() >= 20, "login reply body too short: {body:?}");

@@ -2,9 +2,8 @@
 
 use iggy::prelude::*;
 use rill_tests::raw::{
-    self, COMMAND_EVICTION, COMMAND_REPLY, GOLDEN_CLIENT, GOLDEN_LOGIN_BODY, GOLDEN_LOGIN_CHECKSUM,
-    HEADER_SIZE, MAX_MESSAGE_SIZE, OP_CREATE_STREAM, OP_NON_REPLICATED, OP_REGISTER, Outcome,
-    PROTOCOL_VERSION, Request,
+    self, COMMAND_EVICTION, COMMAND_REPLY, GOLDEN_CLIENT, GOLDEN_LOGIN_BODY, GOLDEN_LOGIN_CHECKSUM, HEADER_SIZE,
+    MAX_MESSAGE_SIZE, OP_CREATE_STREAM, OP_NON_REPLICATED, OP_REGISTER, Outcome, PROTOCOL_VERSION, Request,
 };
 use rill_tests::{TestServer, connect_root};
 
@@ -27,10 +26,7 @@ fn assert_refused(outcome: Outcome, what: &str) {
         Outcome::Closed => {}
         Outcome::Frame(frame) if frame.command() == COMMAND_EVICTION => {}
         Outcome::Frame(frame) if frame.command() == COMMAND_REPLY && frame.status() != 0 => {
-            assert!(
-                frame.body().is_empty(),
-                "{what}: error replies carry no body"
-            );
+            assert!(frame.body().is_empty(), "{what}: error replies carry no body");
         }
         other => panic!("{what}: expected the request to be refused, got {other:?}"),
     }
@@ -40,16 +36,9 @@ fn assert_refused(outcome: Outcome, what: &str) {
 fn assert_dropped(stream: &mut std::net::TcpStream, what: &str) {
     let (frames, end) = raw::read_until_closed(stream);
     for frame in &frames {
-        assert_eq!(
-            frame.command(),
-            COMMAND_EVICTION,
-            "{what}: only an eviction may precede the close"
-        );
+        assert_eq!(frame.command(), COMMAND_EVICTION, "{what}: only an eviction may precede the close");
     }
-    assert!(
-        matches!(end, Outcome::Closed),
-        "{what}: connection not closed: {end:?}"
-    );
+    assert!(matches!(end, Outcome::Closed), "{what}: connection not closed: {end:?}");
 }
 
 #[test]
@@ -58,10 +47,7 @@ fn request_header_builder_matches_the_ping_golden_vector() {
     let mut expected = [0u8; HEADER_SIZE];
     expected[49] = 0x01;
     expected[60] = 0x05;
-    let client_le = [
-        0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x00, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22,
-        0x11,
-    ];
+    let client_le = [0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x00, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11];
     expected[128..144].copy_from_slice(&client_le);
     expected[168] = 0x01;
     expected[176] = 0x02;
@@ -82,11 +68,7 @@ async fn ping_golden_vector_gets_the_golden_reply() -> anyhow::Result<()> {
         assert_eq!(reply.size(), 256, "size field");
         assert_eq!(reply.status(), 0, "status");
         assert_eq!(reply.reply_client(), GOLDEN_CLIENT, "client echoed");
-        assert_eq!(
-            reply.reply_operation(),
-            OP_NON_REPLICATED,
-            "operation byte 208"
-        );
+        assert_eq!(reply.reply_operation(), OP_NON_REPLICATED, "operation byte 208");
         assert_eq!(reply.reply_request(), request, "request echoed");
         assert_eq!(reply.request_checksum(), 0, "request checksum echoed");
     }
@@ -97,10 +79,7 @@ async fn ping_golden_vector_gets_the_golden_reply() -> anyhow::Result<()> {
 async fn golden_login_binds_a_session_usable_for_reads() -> anyhow::Result<()> {
     let server = TestServer::start()?;
     let mut stream = raw::connect(&server.tcp_address())?;
-    raw::send(
-        &mut stream,
-        &Request::register(CLIENT, GOLDEN_LOGIN_CHECKSUM).frame(&GOLDEN_LOGIN_BODY),
-    );
+    raw::send(&mut stream, &Request::register(CLIENT, GOLDEN_LOGIN_CHECKSUM).frame(&GOLDEN_LOGIN_BODY));
     let reply = raw::read_frame(&mut stream).expect_frame("login reply");
     assert_eq!(reply.command(), COMMAND_REPLY);
     assert_eq!(reply.status(), 0);
@@ -111,11 +90,7 @@ async fn golden_login_binds_a_session_usable_for_reads() -> anyhow::Result<()> {
     assert_eq!(raw::u32_at(body, 4), 0, "root user id");
     let session = raw::u64_at(body, 8);
     assert_ne!(session, 0, "session");
-    assert_eq!(
-        raw::u32_at(body, 16),
-        PROTOCOL_VERSION,
-        "server protocol version"
-    );
+    assert_eq!(raw::u32_at(body, 16), PROTOCOL_VERSION, "server protocol version");
     let version_len = usize::from(body[20]);
     assert!(version_len > 0, "server version present");
     assert_eq!(body.len(), 21 + version_len, "reply body length");
@@ -158,10 +133,7 @@ async fn reads_before_login_get_status_40_and_writes_get_evicted() -> anyhow::Re
 
     assert_server_alive(&server).await?;
     let client = connect_root(&address).await?;
-    assert!(
-        client.get_streams().await?.is_empty(),
-        "nothing was created"
-    );
+    assert!(client.get_streams().await?.is_empty(), "nothing was created");
     Ok(())
 }
 
@@ -250,10 +222,7 @@ async fn truncated_body_then_close_is_survived() -> anyhow::Result<()> {
     raw::send(&mut stream, &frame);
     raw::close_write(&stream);
     let (frames, end) = raw::read_until_closed(&mut stream);
-    assert!(
-        frames.is_empty(),
-        "no answer to an incomplete frame: {frames:?}"
-    );
+    assert!(frames.is_empty(), "no answer to an incomplete frame: {frames:?}");
     assert!(matches!(end, Outcome::Closed), "connection closed: {end:?}");
     drop(stream);
 
@@ -272,10 +241,7 @@ async fn garbage_bytes_are_survived() -> anyhow::Result<()> {
         raw::send(&mut stream, &raw::garbage(len, seed));
         raw::close_write(&stream);
         let (_, end) = raw::read_until_closed(&mut stream);
-        assert!(
-            matches!(end, Outcome::Closed),
-            "garbage {len} bytes: {end:?}"
-        );
+        assert!(matches!(end, Outcome::Closed), "garbage {len} bytes: {end:?}");
     }
     assert_server_alive(&server).await
 }
@@ -285,17 +251,11 @@ async fn zero_client_id_and_foreign_commands_are_refused() -> anyhow::Result<()>
     let server = TestServer::start()?;
     let address = server.tcp_address();
     let zero_client = Request::non_replicated(0, 1, 0, raw::CODE_PING);
-    assert_refused(
-        raw::exchange(&address, &zero_client.frame(&[]))?,
-        "client 0",
-    );
+    assert_refused(raw::exchange(&address, &zero_client.frame(&[]))?, "client 0");
 
     let mut prepare = Request::non_replicated(CLIENT, 1, 0, raw::CODE_PING);
     prepare.command = 6;
-    assert_refused(
-        raw::exchange(&address, &prepare.frame(&[]))?,
-        "command Prepare",
-    );
+    assert_refused(raw::exchange(&address, &prepare.frame(&[]))?, "command Prepare");
 
     let mut register_with_session = Request::register(CLIENT, GOLDEN_LOGIN_CHECKSUM);
     register_with_session.session = 5;

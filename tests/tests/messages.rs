@@ -2,8 +2,8 @@
 
 use iggy::prelude::*;
 use rill_tests::{
-    TestServer, assert_same_message, connect_root, create_stream_and_topic, error_code, id,
-    message, named, offsets, poll_all, sample_message,
+    TestServer, assert_same_message, connect_root, create_stream_and_topic, error_code, id, message, named, offsets,
+    poll_all, sample_message,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -26,14 +26,7 @@ async fn send_samples(
     let seeds: Vec<u64> = seeds.collect();
     for chunk in seeds.chunks(batch) {
         let mut messages: Vec<IggyMessage> = chunk.iter().copied().map(sample_message).collect();
-        client
-            .send_messages(
-                stream,
-                topic,
-                &Partitioning::partition_id(partition),
-                &mut messages,
-            )
-            .await?;
+        client.send_messages(stream, topic, &Partitioning::partition_id(partition), &mut messages).await?;
         sent.extend(messages);
     }
     Ok(sent)
@@ -47,17 +40,7 @@ async fn poll(
     count: u32,
     auto_commit: bool,
 ) -> Result<PolledMessages, IggyError> {
-    client
-        .poll_messages(
-            &id(0),
-            &id(0),
-            Some(partition),
-            consumer,
-            &strategy,
-            count,
-            auto_commit,
-        )
-        .await
+    client.poll_messages(&id(0), &id(0), Some(partition), consumer, &strategy, count, auto_commit).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,23 +53,12 @@ async fn ten_thousand_messages_round_trip_byte_exact() -> anyhow::Result<()> {
 
     let polled = poll_all(&client, &s, &t, 0).await?;
     assert_eq!(polled.len(), 10_000, "message count");
-    assert_eq!(
-        offsets(&polled),
-        (0..10_000).collect::<Vec<u64>>(),
-        "contiguous offsets"
-    );
+    assert_eq!(offsets(&polled), (0..10_000).collect::<Vec<u64>>(), "contiguous offsets");
     for (index, (sent, got)) in sent.iter().zip(&polled).enumerate() {
         assert_same_message(sent, got, &format!("message {index}"));
-        assert!(
-            got.header.timestamp > 0,
-            "message {index}: server timestamp"
-        );
+        assert!(got.header.timestamp > 0, "message {index}: server timestamp");
         let headers = got.user_headers_map()?.expect("headers");
-        assert_eq!(
-            Some(headers),
-            sent.user_headers_map()?,
-            "message {index}: parsed headers"
-        );
+        assert_eq!(Some(headers), sent.user_headers_map()?, "message {index}: parsed headers");
     }
 
     let topic = client.get_topic(&s, &t).await?.expect("topic");
@@ -129,30 +101,10 @@ async fn offset_first_and_last_strategies() -> anyhow::Result<()> {
     assert_eq!(offsets(&at.messages), vec![37, 38, 39, 40, 41]);
     assert_same_message(&sent[37], &at.messages[0], "offset 37");
 
-    let tail = poll(
-        &client,
-        0,
-        &consumer,
-        PollingStrategy::offset(95),
-        50,
-        false,
-    )
-    .await?;
-    assert_eq!(
-        offsets(&tail.messages),
-        vec![95, 96, 97, 98, 99],
-        "poll past the end"
-    );
+    let tail = poll(&client, 0, &consumer, PollingStrategy::offset(95), 50, false).await?;
+    assert_eq!(offsets(&tail.messages), vec![95, 96, 97, 98, 99], "poll past the end");
 
-    let beyond = poll(
-        &client,
-        0,
-        &consumer,
-        PollingStrategy::offset(100),
-        10,
-        false,
-    )
-    .await?;
+    let beyond = poll(&client, 0, &consumer, PollingStrategy::offset(100), 10, false).await?;
     assert!(beyond.messages.is_empty(), "offset past the last message");
 
     let first = poll(&client, 0, &consumer, PollingStrategy::first(), 10, false).await?;
@@ -164,18 +116,13 @@ async fn offset_first_and_last_strategies() -> anyhow::Result<()> {
     assert_same_message(&sent[99], &last.messages[9], "last");
 
     let last_all = poll(&client, 0, &consumer, PollingStrategy::last(), 1000, false).await?;
-    assert_eq!(
-        last_all.messages.len(),
-        100,
-        "last with a count above the size"
-    );
+    assert_eq!(last_all.messages.len(), 100, "last with a count above the size");
     assert_eq!(last_all.messages[0].header.offset, 0);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timestamp_strategy_starts_at_messages_appended_after_the_timestamp() -> anyhow::Result<()>
-{
+async fn timestamp_strategy_starts_at_messages_appended_after_the_timestamp() -> anyhow::Result<()> {
     let server = TestServer::start()?;
     let client = connect_root(&server.tcp_address()).await?;
     create_stream_and_topic(&client, "s", "t", 1).await?;
@@ -190,48 +137,18 @@ async fn timestamp_strategy_starts_at_messages_appended_after_the_timestamp() ->
     tokio::time::sleep(Duration::from_millis(20)).await;
     send_samples(&client, &id(0), &id(0), 0, 50..100, 25).await?;
 
-    let later = poll(
-        &client,
-        0,
-        &consumer,
-        PollingStrategy::timestamp(split),
-        100,
-        false,
-    )
-    .await?;
+    let later = poll(&client, 0, &consumer, PollingStrategy::timestamp(split), 100, false).await?;
     assert_eq!(offsets(&later.messages), (50..100).collect::<Vec<u64>>());
     for m in &later.messages {
-        assert!(
-            m.header.timestamp >= split.as_micros(),
-            "append time after split"
-        );
+        assert!(m.header.timestamp >= split.as_micros(), "append time after split");
     }
 
-    let all = poll(
-        &client,
-        0,
-        &consumer,
-        PollingStrategy::timestamp(before_all),
-        200,
-        false,
-    )
-    .await?;
+    let all = poll(&client, 0, &consumer, PollingStrategy::timestamp(before_all), 200, false).await?;
     assert_eq!(offsets(&all.messages), (0..100).collect::<Vec<u64>>());
 
     let future = IggyTimestamp::from(IggyTimestamp::now().as_micros() + 3_600_000_000);
-    let none = poll(
-        &client,
-        0,
-        &consumer,
-        PollingStrategy::timestamp(future),
-        10,
-        false,
-    )
-    .await?;
-    assert!(
-        none.messages.is_empty(),
-        "nothing is appended in the future"
-    );
+    let none = poll(&client, 0, &consumer, PollingStrategy::timestamp(future), 10, false).await?;
+    assert!(none.messages.is_empty(), "nothing is appended in the future");
     Ok(())
 }
 
@@ -248,32 +165,21 @@ async fn next_strategy_with_auto_commit_advances_the_stored_offset() -> anyhow::
     assert_eq!(offsets(&peek.messages), (0..10).collect::<Vec<u64>>());
     let peek = poll(&client, 0, &reader, PollingStrategy::next(), 10, false).await?;
     assert_eq!(offsets(&peek.messages), (0..10).collect::<Vec<u64>>());
-    let stored = client
-        .get_consumer_offset(&reader, &id(0), &id(0), Some(0))
-        .await?;
-    assert!(
-        stored.is_none(),
-        "no offset stored without auto-commit: {stored:?}"
-    );
+    let stored = client.get_consumer_offset(&reader, &id(0), &id(0), Some(0)).await?;
+    assert!(stored.is_none(), "no offset stored without auto-commit: {stored:?}");
 
     let first = poll(&client, 0, &reader, PollingStrategy::next(), 10, true).await?;
     assert_eq!(offsets(&first.messages), (0..10).collect::<Vec<u64>>());
-    let stored = client
-        .get_consumer_offset(&reader, &id(0), &id(0), Some(0))
-        .await?;
+    let stored = client.get_consumer_offset(&reader, &id(0), &id(0), Some(0)).await?;
     assert_eq!(stored.expect("stored after auto-commit").stored_offset, 9);
 
     let second = poll(&client, 0, &reader, PollingStrategy::next(), 15, true).await?;
     assert_eq!(offsets(&second.messages), (10..25).collect::<Vec<u64>>());
-    let stored = client
-        .get_consumer_offset(&reader, &id(0), &id(0), Some(0))
-        .await?;
+    let stored = client.get_consumer_offset(&reader, &id(0), &id(0), Some(0)).await?;
     assert_eq!(stored.expect("stored").stored_offset, 24);
 
     // An explicitly stored offset moves `next` as well.
-    client
-        .store_consumer_offset(&reader, &id(0), &id(0), Some(0), 59)
-        .await?;
+    client.store_consumer_offset(&reader, &id(0), &id(0), Some(0), 59).await?;
     let third = poll(&client, 0, &reader, PollingStrategy::next(), 5, true).await?;
     assert_eq!(offsets(&third.messages), (60..65).collect::<Vec<u64>>());
 
@@ -299,9 +205,7 @@ async fn balanced_partitioning_spreads_batches_across_partitions() -> anyhow::Re
     let mut sent_ids = BTreeSet::new();
     for batch in 0..30u64 {
         let mut messages = vec![sample_message(batch * 2), sample_message(batch * 2 + 1)];
-        client
-            .send_messages(&s, &t, &Partitioning::balanced(), &mut messages)
-            .await?;
+        client.send_messages(&s, &t, &Partitioning::balanced(), &mut messages).await?;
         sent_ids.extend(messages.iter().map(|m| m.header.id));
     }
 
@@ -310,11 +214,7 @@ async fn balanced_partitioning_spreads_batches_across_partitions() -> anyhow::Re
         let messages = poll_all(&client, &s, &t, partition).await?;
         // The 0.11.0 client round-robins whole batches over the partitions.
         assert_eq!(messages.len(), 20, "partition {partition} share");
-        assert_eq!(
-            offsets(&messages),
-            (0..20).collect::<Vec<u64>>(),
-            "partition {partition}"
-        );
+        assert_eq!(offsets(&messages), (0..20).collect::<Vec<u64>>(), "partition {partition}");
         seen_ids.extend(messages.iter().map(|m| m.header.id));
     }
     assert_eq!(seen_ids, sent_ids, "every message landed exactly once");
@@ -327,17 +227,13 @@ async fn messages_key_partitioning_keeps_a_key_on_one_partition() -> anyhow::Res
     let client = connect_root(&server.tcp_address()).await?;
     let (s, t) = create_stream_and_topic(&client, "s", "t", 4).await?;
     let (s, t) = (id(s), id(t));
-    let keys = [
-        "user-a", "user-b", "user-c", "user-d", "user-e", "user-f", "user-g",
-    ];
+    let keys = ["user-a", "user-b", "user-c", "user-d", "user-e", "user-f", "user-g"];
     for round in 0..6u32 {
         for (index, key) in keys.iter().enumerate() {
             let payload = format!("{key}|{round}").into_bytes();
             let message_id = u128::from(round) * 100 + index as u128 + 1;
             let mut messages = vec![message(message_id, payload, None)];
-            client
-                .send_messages(&s, &t, &Partitioning::messages_key_str(key)?, &mut messages)
-                .await?;
+            client.send_messages(&s, &t, &Partitioning::messages_key_str(key)?, &mut messages).await?;
         }
     }
 
@@ -347,24 +243,14 @@ async fn messages_key_partitioning_keeps_a_key_on_one_partition() -> anyhow::Res
         for m in poll_all(&client, &s, &t, partition).await? {
             let text = String::from_utf8(m.payload.to_vec())?;
             let (key, round) = text.split_once('|').expect("key|round");
-            placement
-                .entry(key.to_owned())
-                .or_default()
-                .insert(partition);
-            rounds
-                .entry(key.to_owned())
-                .or_default()
-                .push(round.parse()?);
+            placement.entry(key.to_owned()).or_default().insert(partition);
+            rounds.entry(key.to_owned()).or_default().push(round.parse()?);
         }
     }
     assert_eq!(placement.len(), keys.len(), "every key arrived");
     for (key, partitions) in &placement {
         assert_eq!(partitions.len(), 1, "key {key} spread over {partitions:?}");
-        assert_eq!(
-            rounds[key],
-            (0..6).collect::<Vec<u32>>(),
-            "key {key} keeps its order"
-        );
+        assert_eq!(rounds[key], (0..6).collect::<Vec<u32>>(), "key {key} keeps its order");
     }
     Ok(())
 }
@@ -375,19 +261,8 @@ async fn messages_without_headers_and_with_large_payloads_round_trip() -> anyhow
     let client = connect_root(&server.tcp_address()).await?;
     create_stream_and_topic(&client, "s", "t", 1).await?;
     let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-    let mut messages = vec![
-        message(1, vec![0], None),
-        message(2, big, None),
-        message(3, b"tail".to_vec(), None),
-    ];
-    client
-        .send_messages(
-            &id(0),
-            &id(0),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await?;
+    let mut messages = vec![message(1, vec![0], None), message(2, big, None), message(3, b"tail".to_vec(), None)];
+    client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut messages).await?;
 
     let polled = poll_all(&client, &id(0), &id(0), 0).await?;
     assert_eq!(polled.len(), 3);
@@ -404,24 +279,11 @@ async fn server_assigns_ids_and_flush_is_supported() -> anyhow::Result<()> {
     let client = connect_root(&server.tcp_address()).await?;
     create_stream_and_topic(&client, "s", "t", 1).await?;
     let mut messages: Vec<IggyMessage> = (0..10)
-        .map(|i| {
-            IggyMessage::builder()
-                .payload(format!("no id {i}").into_bytes().into())
-                .build()
-        })
+        .map(|i| IggyMessage::builder().payload(format!("no id {i}").into_bytes().into()).build())
         .collect::<Result<_, _>>()?;
-    client
-        .send_messages(
-            &id(0),
-            &id(0),
-            &Partitioning::partition_id(0),
-            &mut messages,
-        )
-        .await?;
+    client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut messages).await?;
     client.flush_unsaved_buffer(&id(0), &id(0), 0, true).await?;
-    client
-        .flush_unsaved_buffer(&id(0), &id(0), 0, false)
-        .await?;
+    client.flush_unsaved_buffer(&id(0), &id(0), 0, false).await?;
 
     let polled = poll_all(&client, &id(0), &id(0), 0).await?;
     let ids: BTreeSet<u128> = polled.iter().map(|m| m.header.id).collect();
@@ -446,35 +308,18 @@ async fn sending_and_polling_missing_resources_fails() -> anyhow::Result<()> {
         async move {
             let mut messages = vec![sample_message(0)];
             let partitioning = Partitioning::partition_id(partition);
-            client
-                .send_messages(&stream, &topic, &partitioning, &mut messages)
-                .await
+            client.send_messages(&stream, &topic, &partitioning, &mut messages).await
         }
     };
-    assert_eq!(
-        error_code(send(id(5), id(0), 0).await, "send, stream"),
-        STREAM_ID_NOT_FOUND
-    );
-    assert_eq!(
-        error_code(send(id(0), id(5), 0).await, "send, topic"),
-        TOPIC_ID_NOT_FOUND
-    );
-    assert_eq!(
-        error_code(send(id(0), id(0), 2).await, "send, partition"),
-        PARTITION_NOT_FOUND
-    );
+    assert_eq!(error_code(send(id(5), id(0), 0).await, "send, stream"), STREAM_ID_NOT_FOUND);
+    assert_eq!(error_code(send(id(0), id(5), 0).await, "send, topic"), TOPIC_ID_NOT_FOUND);
+    assert_eq!(error_code(send(id(0), id(0), 2).await, "send, partition"), PARTITION_NOT_FOUND);
 
-    let polled = client
-        .poll_messages(&id(5), &id(0), Some(0), &consumer, &first, 10, false)
-        .await;
+    let polled = client.poll_messages(&id(5), &id(0), Some(0), &consumer, &first, 10, false).await;
     assert_eq!(error_code(polled, "poll, stream"), STREAM_ID_NOT_FOUND);
-    let polled = client
-        .poll_messages(&id(0), &id(5), Some(0), &consumer, &first, 10, false)
-        .await;
+    let polled = client.poll_messages(&id(0), &id(5), Some(0), &consumer, &first, 10, false).await;
     assert_eq!(error_code(polled, "poll, topic"), TOPIC_ID_NOT_FOUND);
-    let polled = client
-        .poll_messages(&id(0), &id(0), Some(2), &consumer, &first, 10, false)
-        .await;
+    let polled = client.poll_messages(&id(0), &id(0), Some(2), &consumer, &first, 10, false).await;
     assert_eq!(error_code(polled, "poll, partition"), PARTITION_NOT_FOUND);
 
     // Nothing was appended by the failed sends.

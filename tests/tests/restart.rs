@@ -2,8 +2,8 @@
 
 use iggy::prelude::*;
 use rill_tests::{
-    TestServer, assert_same_message, connect_root, connect_root_no_reconnect, error_code, id,
-    named, offsets, poll_all, sample_headers, sample_message, sample_payload, topic_options,
+    TestServer, assert_same_message, connect_root, connect_root_no_reconnect, error_code, id, named, offsets, poll_all,
+    sample_headers, sample_message, sample_payload, topic_options,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,10 +19,7 @@ async fn describe_metadata(client: &IggyClient) -> anyhow::Result<Vec<String>> {
     let mut streams = client.get_streams().await?;
     streams.sort_by_key(|s| s.id);
     for stream in streams {
-        lines.push(format!(
-            "stream {} {:?} topics={}",
-            stream.id, stream.name, stream.topics_count
-        ));
+        lines.push(format!("stream {} {:?} topics={}", stream.id, stream.name, stream.topics_count));
         let mut topics = client.get_topics(&id(stream.id)).await?;
         topics.sort_by_key(|t| t.id);
         for topic in topics {
@@ -67,9 +64,7 @@ async fn send_batches(
     for chunk in seeds.chunks(100) {
         let mut messages: Vec<IggyMessage> = chunk.iter().copied().map(sample_message).collect();
         let partitioning = Partitioning::partition_id(partition);
-        client
-            .send_messages(stream, topic, &partitioning, &mut messages)
-            .await?;
+        client.send_messages(stream, topic, &partitioning, &mut messages).await?;
     }
     Ok(())
 }
@@ -81,15 +76,9 @@ async fn populate(client: &IggyClient) -> anyhow::Result<()> {
     client.create_stream("drop-me").await?;
     client.create_stream("keep-b").await?;
     client.delete_stream(&named("drop-me")).await?;
-    client
-        .update_stream(&named("keep-b"), "kept-b", &StreamUpdateOptions::default())
-        .await?;
-    client
-        .create_topic(&id(0), "events", &topic_options(3))
-        .await?;
-    client
-        .create_topic(&id(0), "logs", &topic_options(1))
-        .await?;
+    client.update_stream(&named("keep-b"), "kept-b", &StreamUpdateOptions::default()).await?;
+    client.create_topic(&id(0), "events", &topic_options(3)).await?;
+    client.create_topic(&id(0), "logs", &topic_options(1)).await?;
     client.create_topic(&id(2), "x", &topic_options(2)).await?;
 
     for partition in 0..3 {
@@ -101,51 +90,29 @@ async fn populate(client: &IggyClient) -> anyhow::Result<()> {
 
     let numeric = Consumer::new(id(5));
     let by_name = Consumer::new(named("svc"));
-    client
-        .store_consumer_offset(&numeric, &id(0), &id(0), Some(1), 300)
-        .await?;
-    client
-        .store_consumer_offset(&by_name, &id(0), &id(1), Some(0), 49)
-        .await?;
+    client.store_consumer_offset(&numeric, &id(0), &id(0), Some(1), 300).await?;
+    client.store_consumer_offset(&by_name, &id(0), &id(1), Some(0), 49).await?;
     Ok(())
 }
 
 async fn stored_offsets(client: &IggyClient) -> anyhow::Result<(u64, u64)> {
     let numeric = Consumer::new(id(5));
     let by_name = Consumer::new(named("svc"));
-    let a = client
-        .get_consumer_offset(&numeric, &id(0), &id(0), Some(1))
-        .await?;
-    let b = client
-        .get_consumer_offset(&by_name, &id(0), &id(1), Some(0))
-        .await?;
-    Ok((
-        a.expect("numeric offset").stored_offset,
-        b.expect("named offset").stored_offset,
-    ))
+    let a = client.get_consumer_offset(&numeric, &id(0), &id(0), Some(1)).await?;
+    let b = client.get_consumer_offset(&by_name, &id(0), &id(1), Some(0)).await?;
+    Ok((a.expect("numeric offset").stored_offset, b.expect("named offset").stored_offset))
 }
 
 fn assert_same_contents(before: &Contents, after: &Contents) {
-    let locations =
-        |all: &Contents| -> Vec<Location> { all.iter().map(|(location, _)| *location).collect() };
-    assert_eq!(
-        locations(after),
-        locations(before),
-        "partitions after restart"
-    );
+    let locations = |all: &Contents| -> Vec<Location> { all.iter().map(|(location, _)| *location).collect() };
+    assert_eq!(locations(after), locations(before), "partitions after restart");
     for ((location, old), (_, new)) in before.iter().zip(after) {
         assert_eq!(offsets(new), offsets(old), "offsets of {location:?}");
         for (old, new) in old.iter().zip(new) {
             let context = format!("{location:?} offset {}", old.header.offset);
             assert_same_message(old, new, &context);
-            assert_eq!(
-                new.header.timestamp, old.header.timestamp,
-                "{context}: append time"
-            );
-            assert_eq!(
-                new.header.checksum, old.header.checksum,
-                "{context}: checksum"
-            );
+            assert_eq!(new.header.timestamp, old.header.timestamp, "{context}: append time");
+            assert_eq!(new.header.checksum, old.header.checksum, "{context}: checksum");
         }
     }
 }
@@ -157,32 +124,17 @@ async fn graceful_restart_preserves_metadata_messages_and_offsets() -> anyhow::R
     populate(&client).await?;
     let metadata = describe_metadata(&client).await?;
     let contents = read_everything(&client).await?;
-    assert_eq!(
-        contents.iter().map(|(_, m)| m.len()).sum::<usize>(),
-        2160,
-        "messages written"
-    );
+    assert_eq!(contents.iter().map(|(_, m)| m.len()).sum::<usize>(), 2160, "messages written");
     drop(client);
 
     server.stop_graceful()?;
     server.restart()?;
 
     let client = connect_root(&server.tcp_address()).await?;
-    assert_eq!(
-        describe_metadata(&client).await?,
-        metadata,
-        "metadata after restart"
-    );
+    assert_eq!(describe_metadata(&client).await?, metadata, "metadata after restart");
     assert_same_contents(&contents, &read_everything(&client).await?);
-    assert_eq!(
-        stored_offsets(&client).await?,
-        (300, 49),
-        "consumer offsets after restart"
-    );
-    assert!(
-        client.get_stream(&named("drop-me")).await?.is_none(),
-        "deleted stays deleted"
-    );
+    assert_eq!(stored_offsets(&client).await?, (300, 49), "consumer offsets after restart");
+    assert!(client.get_stream(&named("drop-me")).await?.is_none(), "deleted stays deleted");
     let duplicate = client.create_stream("kept-b").await;
     assert_eq!(error_code(duplicate, "recreate existing stream"), 1012);
 
@@ -241,10 +193,7 @@ async fn produce_until_failure(client: IggyClient, acked: Arc<Mutex<Vec<Acked>>>
             .collect();
         seed += 10;
         let partitioning = Partitioning::partition_id(0);
-        if let Err(error) = client
-            .send_messages(&id(0), &id(0), &partitioning, &mut batch)
-            .await
-        {
+        if let Err(error) = client.send_messages(&id(0), &id(0), &partitioning, &mut batch).await {
             return error;
         }
         let mut guard = acked.lock().expect("acked list");
@@ -266,10 +215,7 @@ fn acked_count(acked: &Arc<Mutex<Vec<Acked>>>) -> usize {
 async fn produce_then_kill9(server: &mut TestServer) -> anyhow::Result<Vec<Acked>> {
     let admin = connect_root(&server.tcp_address()).await?;
     admin.create_stream("durable").await?;
-    let options = TopicCreateOptions {
-        durability: Durability::Persisted,
-        ..topic_options(1)
-    };
+    let options = TopicCreateOptions { durability: Durability::Persisted, ..topic_options(1) };
     admin.create_topic(&id(0), "orders", &options).await?;
     drop(admin);
 
@@ -293,28 +239,14 @@ async fn produce_then_kill9(server: &mut TestServer) -> anyhow::Result<Vec<Acked
 /// The stored log is gap-free and starts with every acknowledged message, in order.
 fn assert_acknowledged_prefix(acked: &[Acked], stored: &[IggyMessage]) {
     let (stored_count, acked_count) = (stored.len(), acked.len());
-    assert!(
-        stored_count >= acked_count,
-        "{stored_count} stored < {acked_count} acknowledged"
-    );
+    assert!(stored_count >= acked_count, "{stored_count} stored < {acked_count} acknowledged");
     let expected: Vec<u64> = (0..stored_count as u64).collect();
     assert_eq!(offsets(stored), expected, "offsets without holes");
     for (index, (sent, got)) in acked.iter().zip(stored).enumerate() {
         assert_eq!(got.header.id, sent.id, "acknowledged message {index}: id");
-        assert_eq!(
-            got.payload.as_ref(),
-            sent.payload.as_slice(),
-            "{index}: payload"
-        );
-        assert_eq!(
-            got.user_headers.as_deref(),
-            sent.headers.as_deref(),
-            "{index}: headers"
-        );
-        assert_eq!(
-            got.header.origin_timestamp, sent.origin_timestamp,
-            "{index}: origin"
-        );
+        assert_eq!(got.payload.as_ref(), sent.payload.as_slice(), "{index}: payload");
+        assert_eq!(got.user_headers.as_deref(), sent.headers.as_deref(), "{index}: headers");
+        assert_eq!(got.header.origin_timestamp, sent.origin_timestamp, "{index}: origin");
     }
 }
 
@@ -331,24 +263,15 @@ async fn kill9_keeps_every_acknowledged_message_of_a_persisted_topic() -> anyhow
     // New messages get offsets after every surviving one; none is reused.
     let last_old = stored.last().expect("messages survived").header.offset;
     let mut fresh: Vec<IggyMessage> = (0..5).map(|s| sample_message(1_000_000 + s)).collect();
-    client
-        .send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut fresh)
-        .await?;
+    client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut fresh).await?;
     let after = poll_all(&client, &id(0), &id(0), 0).await?;
     assert_eq!(offsets(&after), (0..=last_old + 5).collect::<Vec<u64>>());
     for (old, now) in stored.iter().zip(&after) {
         let offset = old.header.offset;
-        assert_eq!(
-            now.header.id, old.header.id,
-            "offset {offset} was rewritten"
-        );
+        assert_eq!(now.header.id, old.header.id, "offset {offset} was rewritten");
     }
     for (sent, got) in fresh.iter().zip(&after[stored.len()..]) {
-        assert!(
-            got.header.offset > last_old,
-            "new offset {}",
-            got.header.offset
-        );
+        assert!(got.header.offset > last_old, "new offset {}", got.header.offset);
         assert_same_message(sent, got, "message sent after the crash");
     }
     Ok(())

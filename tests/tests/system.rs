@@ -2,8 +2,8 @@
 
 use iggy::prelude::*;
 use rill_tests::{
-    ROOT_PASSWORD, ROOT_USERNAME, TestServer, connect_anonymous, connect_root,
-    create_stream_and_topic, error_code, id, sample_message,
+    ROOT_PASSWORD, ROOT_USERNAME, TestServer, connect_anonymous, connect_root, create_stream_and_topic, error_code, id,
+    sample_message,
 };
 
 const GET_STATS_CODE: u32 = 10;
@@ -35,19 +35,12 @@ async fn login_returns_root_user_and_get_me_describes_the_connection() -> anyhow
     let me = client.get_me().await?;
     assert_eq!(me.user_id, Some(0), "get_me user");
     assert_eq!(me.transport, "TCP", "get_me transport");
-    assert!(
-        me.address.starts_with("127.0.0.1:"),
-        "get_me address: {}",
-        me.address
-    );
+    assert!(me.address.starts_with("127.0.0.1:"), "get_me address: {}", me.address);
     assert_eq!(me.consumer_groups_count, 0);
     assert!(me.consumer_groups.is_empty());
 
     let again = client.get_me().await?;
-    assert_eq!(
-        again.client_id, me.client_id,
-        "client id is stable on one connection"
-    );
+    assert_eq!(again.client_id, me.client_id, "client id is stable on one connection");
     Ok(())
 }
 
@@ -64,14 +57,7 @@ async fn get_stats_counts_resources() -> anyhow::Result<()> {
     let (stream, topic) = create_stream_and_topic(&client, "stats-a", "t", 3).await?;
     client.create_stream("stats-b").await?;
     let mut messages: Vec<IggyMessage> = (0..25).map(sample_message).collect();
-    client
-        .send_messages(
-            &id(stream),
-            &id(topic),
-            &Partitioning::partition_id(1),
-            &mut messages,
-        )
-        .await?;
+    client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(1), &mut messages).await?;
 
     let stats = client.get_stats().await?;
     assert_eq!(stats.streams_count, 2, "streams");
@@ -104,10 +90,7 @@ async fn get_clients_and_get_client_list_connections() -> anyhow::Result<()> {
     let second = connect_root(&server.tcp_address()).await?;
     let first_me = first.get_me().await?;
     let second_me = second.get_me().await?;
-    assert_ne!(
-        first_me.client_id, second_me.client_id,
-        "two connections, two ids"
-    );
+    assert_ne!(first_me.client_id, second_me.client_id, "two connections, two ids");
 
     let clients = first.get_clients().await?;
     for me in [&first_me, &second_me] {
@@ -137,17 +120,11 @@ async fn login_with_wrong_password_or_unknown_user_fails() -> anyhow::Result<()>
 
     let client = connect_anonymous(&address).await?;
     let wrong_password = client.login_user(ROOT_USERNAME, "not-the-password").await;
-    assert_eq!(
-        error_code(wrong_password, "wrong password"),
-        INVALID_CREDENTIALS
-    );
+    assert_eq!(error_code(wrong_password, "wrong password"), INVALID_CREDENTIALS);
 
     let client = connect_anonymous(&address).await?;
     let unknown_user = client.login_user("nobody-here", ROOT_PASSWORD).await;
-    assert_eq!(
-        error_code(unknown_user, "unknown user"),
-        INVALID_CREDENTIALS
-    );
+    assert_eq!(error_code(unknown_user, "unknown user"), INVALID_CREDENTIALS);
 
     // The failures do not lock the account out.
     let client = connect_root(&address).await?;
@@ -161,24 +138,14 @@ async fn reads_before_login_are_refused_by_the_server() -> anyhow::Result<()> {
     let client = connect_anonymous(&server.tcp_address()).await?;
     // The typed API refuses locally before login, so the raw path is used to make
     // sure the server itself enforces authentication.
-    for code in [
-        GET_STATS_CODE,
-        GET_ME_CODE,
-        GET_CLIENTS_CODE,
-        GET_STREAMS_CODE,
-    ] {
+    for code in [GET_STATS_CODE, GET_ME_CODE, GET_CLIENTS_CODE, GET_STREAMS_CODE] {
         let result = client.send_binary_request(code, Vec::new().into()).await;
-        assert_eq!(
-            error_code(result, &format!("code {code} before login")),
-            UNAUTHENTICATED
-        );
+        assert_eq!(error_code(result, &format!("code {code} before login")), UNAUTHENTICATED);
     }
     // The connection is still usable: ping, then a login.
     client.ping().await?;
     client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
-    let streams = client
-        .send_binary_request(GET_STREAMS_CODE, Vec::new().into())
-        .await?;
+    let streams = client.send_binary_request(GET_STREAMS_CODE, Vec::new().into()).await?;
     assert!(streams.is_empty(), "no streams yet");
     Ok(())
 }
@@ -190,13 +157,8 @@ async fn logout_ends_the_session_and_login_restores_it() -> anyhow::Result<()> {
     client.create_stream("before-logout").await?;
     client.logout_user().await?;
 
-    let result = client
-        .send_binary_request(GET_STREAMS_CODE, Vec::new().into())
-        .await;
-    assert_eq!(
-        error_code(result, "get streams after logout"),
-        UNAUTHENTICATED
-    );
+    let result = client.send_binary_request(GET_STREAMS_CODE, Vec::new().into()).await;
+    assert_eq!(error_code(result, "get streams after logout"), UNAUTHENTICATED);
     client.ping().await?;
 
     client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;

@@ -50,14 +50,19 @@ pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStre
     system.clients.disconnect(client_id);
 }
 
-async fn request_loop<E: Env>(system: &System<E>, connection: &mut Connection, stream: &mut TcpStream) -> io::Result<()> {
+async fn request_loop<E: Env>(
+    system: &System<E>,
+    connection: &mut Connection,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
     loop {
         let BufResult(result, buf) = stream.read_exact(header_buf).await;
         header_buf = buf;
         result?;
         let header_bytes: &[u8; HEADER_SIZE] = header_buf.as_slice().try_into().expect("header buffer is 256 bytes");
-        let size = frame_size(header_bytes).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
+        let size = frame_size(header_bytes)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
         let header = RequestHeader::parse(header_bytes);
         let body = vec![0u8; size - HEADER_SIZE];
         let body = if body.is_empty() {

@@ -199,16 +199,13 @@ impl<S: Storage> PartitionLog<S> {
 
     /// The offset of the first message stamped at or after `timestamp`.
     pub fn offset_at_timestamp(&self, timestamp: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find_map(|s| s.offset_at_timestamp(timestamp))
-            .or_else(|| {
-                self.journal
-                    .iter()
-                    .map(|b| BatchHeader::read(b))
-                    .find(|h| h.base_timestamp >= timestamp)
-                    .map(|h| h.base_offset)
-            })
+        self.segments.iter().find_map(|s| s.offset_at_timestamp(timestamp)).or_else(|| {
+            self.journal
+                .iter()
+                .map(|b| BatchHeader::read(b))
+                .find(|h| h.base_timestamp >= timestamp)
+                .map(|h| h.base_offset)
+        })
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.
@@ -242,4 +239,3 @@ impl<S: Storage> PartitionLog<S> {
         &self.dir
     }
 }
-

@@ -42,7 +42,9 @@ impl<F: StorageFile> ConsumerOffsets<F> {
     pub async fn load<S: Storage<File = F>>(storage: &S, partition_dir: &Path) -> io::Result<Self> {
         let dir = partition_dir.join("offsets");
         let mut offsets = Self { dir: dir.clone(), stored: BTreeMap::new(), files: BTreeMap::new() };
-        for (kind, make) in [("consumers", ConsumerKey::Consumer as fn(u32) -> ConsumerKey), ("groups", ConsumerKey::Group)] {
+        for (kind, make) in
+            [("consumers", ConsumerKey::Consumer as fn(u32) -> ConsumerKey), ("groups", ConsumerKey::Group)]
+        {
             storage.create_dir_all(&dir.join(kind)).await?;
             for name in storage.list_dir(&dir.join(kind)).await? {
                 let Ok(id) = name.parse::<u32>() else { continue };
@@ -68,7 +70,13 @@ impl<F: StorageFile> ConsumerOffsets<F> {
         self.stored.get(&key).copied()
     }
 
-    pub async fn store<S: Storage<File = F>>(&mut self, storage: &S, key: ConsumerKey, offset: u64, fsync: bool) -> io::Result<()> {
+    pub async fn store<S: Storage<File = F>>(
+        &mut self,
+        storage: &S,
+        key: ConsumerKey,
+        offset: u64,
+        fsync: bool,
+    ) -> io::Result<()> {
         if !self.files.contains_key(&key) {
             let file = storage.open(&self.dir.join(key.relative_path())).await?;
             self.files.insert(key, file);

@@ -48,7 +48,11 @@ impl<F: StorageFile> Segment<F> {
     /// Opens an existing segment and repairs it: index entries that point past the log or
     /// at a batch that does not verify are dropped, batches after the index are re-indexed,
     /// and anything after the last verified batch is cut.
-    pub async fn load<S: Storage<File = F>>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<(Self, Recovery)> {
+    pub async fn load<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+        start_offset: u64,
+    ) -> io::Result<(Self, Recovery)> {
         let log = storage.open(&dir.join(segment::log_file_name(start_offset))).await?;
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         let log_len = log.len().await?;
@@ -89,7 +93,8 @@ impl<F: StorageFile> Segment<F> {
             let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], self.size_bytes).await;
             result?;
             let length = BatchHeader::read(&head).batch_length;
-            if length < BATCH_HEADER_SIZE as u64 || length > MAX_FRAME_SIZE as u64 || self.size_bytes + length > log_len {
+            if length < BATCH_HEADER_SIZE as u64 || length > MAX_FRAME_SIZE as u64 || self.size_bytes + length > log_len
+            {
                 break;
             }
             let (result, buf) = self.log.read_exact_at(vec![0u8; length as usize], self.size_bytes).await;

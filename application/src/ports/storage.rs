@@ -13,7 +13,7 @@
 use std::io;
 use std::path::Path;
 
-#[allow(async_fn_in_trait)]
+#[allow(async_fn_in_trait, clippy::len_without_is_empty)]
 pub trait StorageFile {
     async fn len(&self) -> io::Result<u64>;
     async fn read_exact_at(&self, buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>);

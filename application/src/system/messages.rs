@@ -50,7 +50,13 @@ impl<E: Env> System<E> {
     }
 
     /// Validates, stamps and appends one batch; replies with the send confirmation.
-    pub async fn send_messages(&self, topic: &TopicRef, partitioning: &Partitioning, messages_count: u32, bytes: &[u8]) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn send_messages(
+        &self,
+        topic: &TopicRef,
+        partitioning: &Partitioning,
+        messages_count: u32,
+        bytes: &[u8],
+    ) -> Result<Vec<u8>, ErrorCode> {
         let partition_id = self.choose_partition(topic, partitioning)?;
         let (stream_id, topic_id, partition) = self.partition(topic, partition_id)?;
         batch::validate(bytes, messages_count)?;
@@ -73,7 +79,11 @@ impl<E: Env> System<E> {
         let (_, _, partition) = self.partition(&request.topic, partition_id)?;
         let key = consumer_key(&request.consumer);
         let log = partition.log.lock().await;
-        let cursor = PartitionCursor { first_offset: log.first_offset(), next_offset: log.next_offset(), stored_offset: log.offsets.get(key) };
+        let cursor = PartitionCursor {
+            first_offset: log.first_offset(),
+            next_offset: log.next_offset(),
+            stored_offset: log.offsets.get(key),
+        };
         let start = match request.strategy {
             PollingStrategy::Timestamp(timestamp) if request.count > 0 => log.offset_at_timestamp(timestamp),
             strategy => polling::start_offset(strategy, request.count, cursor),
@@ -94,7 +104,13 @@ impl<E: Env> System<E> {
         Ok(out)
     }
 
-    async fn store_offset(&self, partition: &super::Partition<E::Storage>, key: ConsumerKey, offset: u64, fsync: bool) -> Result<(), ErrorCode> {
+    async fn store_offset(
+        &self,
+        partition: &super::Partition<E::Storage>,
+        key: ConsumerKey,
+        offset: u64,
+        fsync: bool,
+    ) -> Result<(), ErrorCode> {
         let mut log = partition.log.lock().await;
         log.offsets.store(&self.storage, key, offset, fsync).await.map_err(|error| {
             tracing::error!(%error, "storing a consumer offset failed");
@@ -103,7 +119,12 @@ impl<E: Env> System<E> {
     }
 
     /// `[partition_id][current_offset][stored_offset]`, or empty when nothing is stored.
-    pub async fn get_consumer_offset(&self, consumer: &Consumer, topic: &TopicRef, partition_id: Option<u32>) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn get_consumer_offset(
+        &self,
+        consumer: &Consumer,
+        topic: &TopicRef,
+        partition_id: Option<u32>,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let partition_id = partition_id.unwrap_or(0);
         let (_, _, partition) = self.partition(topic, partition_id)?;
         let log = partition.log.lock().await;
@@ -116,14 +137,25 @@ impl<E: Env> System<E> {
         Ok(out)
     }
 
-    pub async fn store_consumer_offset(&self, consumer: &Consumer, topic: &TopicRef, partition_id: Option<u32>, offset: u64) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn store_consumer_offset(
+        &self,
+        consumer: &Consumer,
+        topic: &TopicRef,
+        partition_id: Option<u32>,
+        offset: u64,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let (_, _, partition) = self.partition(topic, partition_id.unwrap_or(0))?;
         let fsync = partition.log.lock().await.settings.consumer_offset_fsync;
         self.store_offset(&partition, consumer_key(consumer), offset, fsync).await?;
         Ok(0u32.to_le_bytes().to_vec())
     }
 
-    pub async fn delete_consumer_offset(&self, consumer: &Consumer, topic: &TopicRef, partition_id: Option<u32>) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn delete_consumer_offset(
+        &self,
+        consumer: &Consumer,
+        topic: &TopicRef,
+        partition_id: Option<u32>,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let (_, _, partition) = self.partition(topic, partition_id.unwrap_or(0))?;
         let mut log = partition.log.lock().await;
         match log.offsets.delete(&self.storage, consumer_key(consumer)).await {
@@ -136,7 +168,12 @@ impl<E: Env> System<E> {
         }
     }
 
-    pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn flush_unsaved_buffer(
+        &self,
+        topic: &TopicRef,
+        partition_id: u32,
+        fsync: bool,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let (stream_id, topic_id, partition) = self.partition(topic, partition_id)?;
         let mut log = partition.log.lock().await;
         if let Err(error) = log.flush(&self.storage, fsync).await {
@@ -147,7 +184,12 @@ impl<E: Env> System<E> {
     }
 
     /// Deletes the oldest sealed segments of one partition.
-    pub async fn delete_segments(&self, topic: &TopicRef, partition_id: u32, segments_count: u32) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn delete_segments(
+        &self,
+        topic: &TopicRef,
+        partition_id: u32,
+        segments_count: u32,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let (_, _, partition) = self.partition(topic, partition_id)?;
         let mut log = partition.log.lock().await;
         log.delete_segments(&self.storage, segments_count).await.map_err(|error| {

@@ -12,10 +12,14 @@ use super::{Partition, System, fatal};
 use crate::partition::PartitionSettings;
 use crate::ports::{Env, Storage};
 
-
 impl<E: Env> System<E> {
     /// Runs one metadata operation and returns the success reply body (result-framed).
-    pub async fn execute_metadata(&self, operation: u8, body: &[u8], op: &MetadataOp<'_>) -> Result<Vec<u8>, ErrorCode> {
+    pub async fn execute_metadata(
+        &self,
+        operation: u8,
+        body: &[u8],
+        op: &MetadataOp<'_>,
+    ) -> Result<Vec<u8>, ErrorCode> {
         let mut journal = self.journal.lock().await;
         let timestamp = self.now_us();
         let applied = self.metadata.borrow_mut().apply(op, timestamp)?;
@@ -40,14 +44,17 @@ impl<E: Env> System<E> {
     /// Mirrors an applied operation in partition storage.
     async fn reflect(&self, applied: &Applied) -> std::io::Result<()> {
         match *applied {
-            Applied::StreamCreated { stream_id } => self.storage.create_dir_all(&self.stream_dir(stream_id).join("topics")).await,
+            Applied::StreamCreated { stream_id } => {
+                self.storage.create_dir_all(&self.stream_dir(stream_id).join("topics")).await
+            }
             Applied::StreamDeleted { stream_id } => {
                 self.remove_partitions(|ns| ns.stream_id() == stream_id).await;
                 self.storage.remove_dir_all(&self.stream_dir(stream_id)).await
             }
             Applied::StreamPurged { stream_id } => self.purge_partitions(|ns| ns.stream_id() == stream_id).await,
             Applied::TopicCreated { stream_id, topic_id } => {
-                let count = self.metadata.borrow().topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
+                let count =
+                    self.metadata.borrow().topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
                 self.open_new_partitions(stream_id, topic_id, 0, count).await
             }
             Applied::TopicDeleted { stream_id, topic_id } => {
@@ -63,7 +70,10 @@ impl<E: Env> System<E> {
             }
             Applied::PartitionsDeleted { stream_id, topic_id, first, count } => {
                 let range = first..first + count;
-                self.remove_partitions(|ns| ns.stream_id() == stream_id && ns.topic_id() == topic_id && range.contains(&ns.partition_id())).await;
+                self.remove_partitions(|ns| {
+                    ns.stream_id() == stream_id && ns.topic_id() == topic_id && range.contains(&ns.partition_id())
+                })
+                .await;
                 for partition_id in first..first + count {
                     self.storage.remove_dir_all(&self.partition_dir(stream_id, topic_id, partition_id)).await?;
                 }
@@ -115,7 +125,12 @@ impl<E: Env> System<E> {
         usage
     }
 
-    pub(super) fn partition_handle(&self, stream_id: u32, topic_id: u32, partition_id: u32) -> Option<Rc<Partition<E::Storage>>> {
+    pub(super) fn partition_handle(
+        &self,
+        stream_id: u32,
+        topic_id: u32,
+        partition_id: u32,
+    ) -> Option<Rc<Partition<E::Storage>>> {
         self.partition_usage(stream_id, topic_id, partition_id)
     }
 }

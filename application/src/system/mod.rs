@@ -92,6 +92,9 @@ impl<S: Storage> Partition<S> {
     }
 }
 
+/// `(stream_id, topic_id, handle)` of a resolved partition.
+type ResolvedPartition<S> = (u32, u32, Rc<Partition<S>>);
+
 pub struct System<E: Env> {
     storage: E::Storage,
     clock: E::Clock,
@@ -161,8 +164,15 @@ impl<E: Env> System<E> {
         Ok(())
     }
 
-    async fn open_partition(&self, stream_id: u32, topic_id: u32, partition_id: u32, settings: PartitionSettings) -> std::io::Result<()> {
-        let namespace = Namespace::new(stream_id, topic_id, partition_id).expect("metadata keeps ids within namespace limits");
+    async fn open_partition(
+        &self,
+        stream_id: u32,
+        topic_id: u32,
+        partition_id: u32,
+        settings: PartitionSettings,
+    ) -> std::io::Result<()> {
+        let namespace =
+            Namespace::new(stream_id, topic_id, partition_id).expect("metadata keeps ids within namespace limits");
         let dir = self.partition_dir(stream_id, topic_id, partition_id);
         let log = PartitionLog::open(&self.storage, &dir, partition_id, settings).await?;
         self.partitions.borrow_mut().insert(namespace, Rc::new(Partition::new(log)));
@@ -186,7 +196,7 @@ impl<E: Env> System<E> {
     }
 
     /// Resolves a topic and partition to the partition's handle.
-    fn partition(&self, topic: &TopicRef, partition_id: u32) -> Result<(u32, u32, Rc<Partition<E::Storage>>), ErrorCode> {
+    fn partition(&self, topic: &TopicRef, partition_id: u32) -> Result<ResolvedPartition<E::Storage>, ErrorCode> {
         let (stream_id, topic_id) = self.metadata.borrow().topic_ids(topic)?;
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
         let partition = self.partitions.borrow().get(&namespace).cloned().ok_or(ErrorCode::PartitionNotFound)?;

@@ -25,7 +25,12 @@ fn stream_ids_are_lowest_free_from_zero() {
 fn topics_and_partitions() {
     let mut md = Metadata::default();
     create_stream(&mut md, "s").unwrap();
-    let create = MetadataOp::CreateTopic { stream: Identifier::Name("s".into()), partitions_count: 3, name: "t".into(), options: &[] };
+    let create = MetadataOp::CreateTopic {
+        stream: Identifier::Name("s".into()),
+        partitions_count: 3,
+        name: "t".into(),
+        options: &[],
+    };
     assert_eq!(md.apply(&create, 5), Ok(Applied::TopicCreated { stream_id: 0, topic_id: 0 }));
     assert_eq!(md.apply(&create, 5), Err(ErrorCode::TopicNameAlreadyExists));
     let add = MetadataOp::CreatePartitions { topic: topic_ref(0, 0), count: 2 };
@@ -43,11 +48,22 @@ fn refusals_leave_state_untouched() {
     create_stream(&mut md, "s").unwrap();
     let before = md.clone();
     let bad_options = [2u8, 3, 0, 0, 0, b'b', b'a', b'd', 2, 1, 0, 0, 0, b'x'];
-    let create = MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 1, name: "t".into(), options: &bad_options };
+    let create = MetadataOp::CreateTopic {
+        stream: Identifier::Numeric(0),
+        partitions_count: 1,
+        name: "t".into(),
+        options: &bad_options,
+    };
     assert_eq!(md.apply(&create, 1), Err(ErrorCode::UnsupportedOptionKey));
-    let missing = MetadataOp::CreateTopic { stream: Identifier::Numeric(9), partitions_count: 1, name: "t".into(), options: &[] };
+    let missing =
+        MetadataOp::CreateTopic { stream: Identifier::Numeric(9), partitions_count: 1, name: "t".into(), options: &[] };
     assert_eq!(md.apply(&missing, 1), Err(ErrorCode::StreamIdNotFound));
-    let too_many = MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 1001, name: "t".into(), options: &[] };
+    let too_many = MetadataOp::CreateTopic {
+        stream: Identifier::Numeric(0),
+        partitions_count: 1001,
+        name: "t".into(),
+        options: &[],
+    };
     assert_eq!(md.apply(&too_many, 1), Err(ErrorCode::InvalidPartitionsCount));
     assert_eq!(md, before);
 }
@@ -57,7 +73,12 @@ fn update_topic_renames_and_checks_keys() {
     let mut md = Metadata::default();
     create_stream(&mut md, "s").unwrap();
     for name in ["a", "b"] {
-        let create = MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 1, name: name.into(), options: &[] };
+        let create = MetadataOp::CreateTopic {
+            stream: Identifier::Numeric(0),
+            partitions_count: 1,
+            name: name.into(),
+            options: &[],
+        };
         md.apply(&create, 1).unwrap();
     }
     let clash = MetadataOp::UpdateTopic { topic: topic_ref(0, 0), name: "b".into(), options: &[] };

@@ -41,25 +41,62 @@ pub enum Command<'a> {
     GetStats,
     GetClusterMetadata,
     GetMe,
-    GetClient { client_id: u32 },
+    GetClient {
+        client_id: u32,
+    },
     GetClients,
-    Register { protocol_version: u32, credentials: Credentials },
+    Register {
+        protocol_version: u32,
+        credentials: Credentials,
+    },
     Logout,
-    GetStream { stream: Identifier },
+    GetStream {
+        stream: Identifier,
+    },
     GetStreams,
     GetTopic(TopicRef),
-    GetTopics { stream: Identifier },
+    GetTopics {
+        stream: Identifier,
+    },
     /// A metadata mutation, decoded separately so the WAL can replay it.
     Metadata(MetadataOp<'a>),
-    DeleteSegments { topic: TopicRef, partition_id: u32, segments_count: u32 },
-    SendMessages { topic: TopicRef, partitioning: Partitioning, messages_count: u32, batch: &'a [u8] },
+    DeleteSegments {
+        topic: TopicRef,
+        partition_id: u32,
+        segments_count: u32,
+    },
+    SendMessages {
+        topic: TopicRef,
+        partitioning: Partitioning,
+        messages_count: u32,
+        batch: &'a [u8],
+    },
     PollMessages(PollRequest),
-    FlushUnsavedBuffer { topic: TopicRef, partition_id: u32, fsync: bool },
-    GetConsumerOffset { consumer: Consumer, topic: TopicRef, partition_id: Option<u32> },
-    StoreConsumerOffset { consumer: Consumer, topic: TopicRef, partition_id: Option<u32>, offset: u64 },
-    DeleteConsumerOffset { consumer: Consumer, topic: TopicRef, partition_id: Option<u32> },
+    FlushUnsavedBuffer {
+        topic: TopicRef,
+        partition_id: u32,
+        fsync: bool,
+    },
+    GetConsumerOffset {
+        consumer: Consumer,
+        topic: TopicRef,
+        partition_id: Option<u32>,
+    },
+    StoreConsumerOffset {
+        consumer: Consumer,
+        topic: TopicRef,
+        partition_id: Option<u32>,
+        offset: u64,
+    },
+    DeleteConsumerOffset {
+        consumer: Consumer,
+        topic: TopicRef,
+        partition_id: Option<u32>,
+    },
     /// A code the protocol defines that this server does not serve yet.
-    Unsupported { code: u32 },
+    Unsupported {
+        code: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,12 +189,20 @@ impl<'a> Command<'a> {
                 consumer: consumer(&mut reader)?,
                 topic: topic_ref(&mut reader)?,
                 partition_id: optional_partition(&mut reader)?,
-                offset: { let offset = reader.u64()?; reader.u8()?; offset },
+                offset: {
+                    let offset = reader.u64()?;
+                    reader.u8()?;
+                    offset
+                },
             },
             op::DELETE_CONSUMER_OFFSET => Command::DeleteConsumerOffset {
                 consumer: consumer(&mut reader)?,
                 topic: topic_ref(&mut reader)?,
-                partition_id: { let p = optional_partition(&mut reader)?; reader.u8()?; p },
+                partition_id: {
+                    let p = optional_partition(&mut reader)?;
+                    reader.u8()?;
+                    p
+                },
             },
             other if op::is_metadata(other) => match MetadataOp::decode(other, &mut reader)? {
                 Some(metadata) => Command::Metadata(metadata),
@@ -260,11 +305,8 @@ impl<'a> MetadataOp<'a> {
     pub fn decode(operation: u8, reader: &mut Reader<'a>) -> Result<Option<Self>, ErrorCode> {
         Ok(Some(match operation {
             op::CREATE_STREAM => MetadataOp::CreateStream { name: reader.name()? }.skip_options(reader)?,
-            op::UPDATE_STREAM => MetadataOp::UpdateStream {
-                stream: Identifier::decode(reader)?,
-                name: reader.name()?,
-            }
-            .skip_options(reader)?,
+            op::UPDATE_STREAM => MetadataOp::UpdateStream { stream: Identifier::decode(reader)?, name: reader.name()? }
+                .skip_options(reader)?,
             op::DELETE_STREAM => MetadataOp::DeleteStream { stream: Identifier::decode(reader)? },
             op::PURGE_STREAM => MetadataOp::PurgeStream { stream: Identifier::decode(reader)? },
             op::CREATE_TOPIC => MetadataOp::CreateTopic {
@@ -273,11 +315,9 @@ impl<'a> MetadataOp<'a> {
                 name: reader.name()?,
                 options: reader.rest(),
             },
-            op::UPDATE_TOPIC => MetadataOp::UpdateTopic {
-                topic: topic_ref(reader)?,
-                name: reader.name()?,
-                options: reader.rest(),
-            },
+            op::UPDATE_TOPIC => {
+                MetadataOp::UpdateTopic { topic: topic_ref(reader)?, name: reader.name()?, options: reader.rest() }
+            }
             op::DELETE_TOPIC => MetadataOp::DeleteTopic(topic_ref(reader)?),
             op::PURGE_TOPIC => MetadataOp::PurgeTopic(topic_ref(reader)?),
             op::CREATE_PARTITIONS => MetadataOp::CreatePartitions { topic: topic_ref(reader)?, count: reader.u32()? },

@@ -168,7 +168,16 @@ pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
     out.put_u32(stats.process_id);
     out.extend_from_slice(&0f32.to_le_bytes());
     out.extend_from_slice(&0f32.to_le_bytes());
-    for value in [stats.memory_usage, stats.total_memory, stats.available_memory, stats.run_time_us, stats.start_time_us, stats.read_bytes, stats.written_bytes, stats.messages_size_bytes] {
+    for value in [
+        stats.memory_usage,
+        stats.total_memory,
+        stats.available_memory,
+        stats.run_time_us,
+        stats.start_time_us,
+        stats.read_bytes,
+        stats.written_bytes,
+        stats.messages_size_bytes,
+    ] {
         out.put_u64(value);
     }
     for value in [stats.streams_count, stats.topics_count, stats.partitions_count, stats.segments_count] {
@@ -205,7 +214,8 @@ mod tests {
     #[test]
     fn topic_header_has_fixed_layout() {
         let settings = TopicSettings::default();
-        let topic = Topic { id: 0, name: "events".into(), created_at: 1_700_000_000_000_000, settings, partitions: vec![0] };
+        let topic =
+            Topic { id: 0, name: "events".into(), created_at: 1_700_000_000_000_000, settings, partitions: vec![0] };
         let mut out = Vec::new();
         topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });
         assert_eq!(&out[12..16], &1u32.to_le_bytes());

@@ -1,0 +1,29 @@
+# Rill's menu of tasks. `just --list` shows them.
+
+# Start the server on the embedded defaults (root user iggy/iggy).
+run:
+    cargo run --release --bin rill-server -- --with-default-root-credentials
+
+# Every test, exactly as CI runs it.
+test:
+    bash scripts/test.sh
+
+# Clippy with warnings as errors.
+lint:
+    cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+    cargo fmt --all
+
+# Dependency edges, `//!` headers and file sizes.
+tidy:
+    cargo test -p rill-tests --test tidy
+
+# Release-mode benchmark through the official client: 2 producers, 1,000-message batches
+# of 1 KB to 2 streams, then 2 consumers reading everything back. Extra flags pass through
+# (e.g. `just bench --persisted`).
+bench *FLAGS:
+    cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench
+    ./target/release/rill-bench {{FLAGS}}
+
+ci: lint tidy test
