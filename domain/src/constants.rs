@@ -28,8 +28,9 @@ pub const MIN_SEGMENT_SIZE_BYTES: u64 = 1024 * 1024;
 /// At most this many buffers go to the kernel in one vectored write.
 pub const MAX_IOVECS_PER_WRITE: usize = 1024;
 
-/// Bytes of one on-disk index entry: relative offset u32, position u32, timestamp u64,
-/// and a batch-length u32 plus padding so a reader can fetch one batch without a scan.
+/// Bytes of one on-disk index entry, one per stored batch: relative base offset u32,
+/// position u32, base timestamp u64, message count u32 and batch length u32, so a reader
+/// fetches exactly the batches it needs without scanning the log.
 pub const INDEX_ENTRY_SIZE: usize = 24;
 
 const _: () = assert!(MAX_FRAME_SIZE > HEADER_SIZE + BATCH_HEADER_SIZE);
