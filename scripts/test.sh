@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The official CLI is one of the compatibility judges (tests/tests/cli.rs).
+CLI="${CARGO_HOME:-$HOME/.cargo}/bin/iggy"
+if ! "$CLI" --version 2>/dev/null | grep -q "0\.14\.0"; then
+    cargo install iggy-cli --version 0.14.0 --locked
+fi
+
 # The black-box tests spawn target/debug/rill-server; build it (and everything else) first
 # so no test has to.
 cargo build --workspace --all-targets

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod constants;
+pub mod cpu_allocation;
 pub mod error;
 pub mod identifier;
 pub mod metadata;

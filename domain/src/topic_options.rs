@@ -57,7 +57,7 @@ fn as_text<'a>(entry: &Entry<'a>) -> Option<&'a str> {
 fn as_u64(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
     let bad = ErrorCode::InvalidOptionValue;
     match entry.value_kind {
-        tlv::KIND_STRING => as_text(entry).and_then(|t| t.trim().parse().ok()).ok_or(bad),
+        tlv::KIND_STRING => as_text(entry).and_then(parse_size_bytes).ok_or(bad),
         _ if entry.value.len() == 8 => Ok(u64::from_le_bytes(entry.value.try_into().unwrap())),
         _ if entry.value.len() == 4 => Ok(u32::from_le_bytes(entry.value.try_into().unwrap()) as u64),
         _ => Err(bad),
@@ -89,10 +89,35 @@ fn as_expiry(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
         return Ok(if value == 0 { NEVER_EXPIRE } else { value });
     }
     let text = as_text(entry).ok_or(ErrorCode::InvalidOptionValue)?.trim();
-    if matches!(text, "none" | "never" | "unlimited") {
+    if matches!(text, "none" | "never" | "unlimited" | "server_default") {
         return Ok(NEVER_EXPIRE);
     }
     parse_duration_us(text).ok_or(ErrorCode::InvalidOptionValue)
+}
+
+/// Parses a plain number or a human size such as `128MiB`, `1 GB` or `512 B` (decimal units
+/// are powers of 1000, binary ones powers of 1024). `unlimited` and `server_default` are 0,
+/// which the callers read as "the default".
+pub fn parse_size_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if matches!(text, "unlimited" | "server_default" | "none") {
+        return Some(0);
+    }
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let number: u64 = text[..digits].parse().ok()?;
+    let multiplier: u64 = match text[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    number.checked_mul(multiplier)
 }
 
 /// Parses `<number><unit>` pairs such as `1h 30m` or `7 days` into microseconds.
@@ -268,6 +293,15 @@ mod tests {
         assert_eq!(settings.apply_options(&bad, false), Err(ErrorCode::InvalidOptionValue));
         let zero = block(&[("messages_required_to_save", tlv::KIND_UINT32, &0u32.to_le_bytes())]);
         assert_eq!(settings.apply_options(&zero, false), Err(ErrorCode::InvalidOptionValue));
+    }
+
+    #[test]
+    fn parses_human_sizes() {
+        assert_eq!(parse_size_bytes("128MiB"), Some(128 << 20));
+        assert_eq!(parse_size_bytes("15 GB"), Some(15_000_000_000));
+        assert_eq!(parse_size_bytes("4096"), Some(4096));
+        assert_eq!(parse_size_bytes("unlimited"), Some(0));
+        assert_eq!(parse_size_bytes("lots"), None);
     }
 
     #[test]

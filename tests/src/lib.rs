@@ -221,7 +221,8 @@ impl TestServer {
         let first_attempt = Instant::now();
         loop {
             let mut child = self.spawn_child()?;
-            match wait_until_accepting(&mut child, self.address, READY_TIMEOUT) {
+            let stdout = self.log_path(self.launches, "stdout");
+            match wait_until_accepting(&mut child, &stdout, self.address, READY_TIMEOUT) {
                 Ok(()) => {
                     self.child = Some(child);
                     return Ok(());
@@ -288,13 +289,22 @@ enum Readiness {
     TimedOut,
 }
 
-fn wait_until_accepting(child: &mut Child, address: SocketAddr, timeout: Duration) -> Result<(), Readiness> {
+/// Ready means this launch announced its listener on stdout and the port accepts. The
+/// announcement matters: a killed predecessor's socket can linger in the kernel for a
+/// moment (io_uring tears its rings down asynchronously) and still accept connections.
+fn wait_until_accepting(
+    child: &mut Child,
+    stdout: &Path,
+    address: SocketAddr,
+    timeout: Duration,
+) -> Result<(), Readiness> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(Readiness::Exited(status));
         }
-        if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+        let announced = std::fs::read_to_string(stdout).is_ok_and(|text| text.contains("listening on"));
+        if announced && TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
             return Ok(());
         }
         if Instant::now() >= deadline {

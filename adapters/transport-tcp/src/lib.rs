@@ -14,11 +14,26 @@ use rill_application::{Connection, Outcome, System, Transport};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::wire::header::{RequestHeader, frame_size};
 
-/// Binds the listener; a taken port fails with a message naming the transport and address.
+/// How long a start waits for a port that is still in use. A predecessor killed with
+/// SIGKILL can hold its listening socket for a moment after it exits, because the kernel
+/// tears io_uring rings down asynchronously; a restart must not fail on that.
+const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds the listener; a port that stays taken fails with a message naming the transport
+/// and the address.
 pub async fn bind(address: &str) -> io::Result<TcpListener> {
-    TcpListener::bind(address)
-        .await
-        .map_err(|error| io::Error::new(error.kind(), format!("tcp transport cannot bind {address}: {error}")))
+    let started = std::time::Instant::now();
+    loop {
+        match TcpListener::bind(address).await {
+            Ok(listener) => return Ok(listener),
+            Err(error) if error.kind() == io::ErrorKind::AddrInUse && started.elapsed() < BIND_RETRY => {
+                compio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(error) => {
+                return Err(io::Error::new(error.kind(), format!("tcp transport cannot bind {address}: {error}")));
+            }
+        }
+    }
 }
 
 /// Accepts connections forever, serving each on its own task of the current event loop.

@@ -23,8 +23,14 @@ struct Options {
 }
 
 fn parse_options() -> anyhow::Result<Options> {
-    let mut options =
-        Options { address: None, producers: 2, batches: 500, messages_per_batch: 1000, message_size: 1000, persisted: false };
+    let mut options = Options {
+        address: None,
+        producers: 2,
+        batches: 500,
+        messages_per_batch: 1000,
+        message_size: 1000,
+        persisted: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
