@@ -11,7 +11,17 @@ if ! "$CLI" --version 2>/dev/null | grep -q "0\.14\.0"; then
     cargo install iggy-cli --version 0.14.0 --locked
 fi
 
+# The `numa` build of the pinning adapter links libhwloc; hwlocality-sys asks pkg-config for
+# hwloc's static link flags, which add `-ludev`, so libudev's development files are needed too.
+if ! pkg-config --exists hwloc libudev 2>/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    $SUDO apt-get install -y libhwloc-dev libudev-dev pkg-config
+fi
+
 # The black-box tests spawn target/debug/rill-server; build it (and everything else) first
 # so no test has to.
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
+cargo test -p rill-adapter-pinning --features numa

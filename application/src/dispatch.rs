@@ -76,7 +76,7 @@ impl<E: Env> System<E> {
             }
             Command::Logout => {
                 if connection.bound.take().is_some() {
-                    self.clients.set_user(connection.client_id, None);
+                    self.shared.clients.set_user(connection.client_id, None);
                 }
                 Outcome::Reply(encode_reply(header, self.commit(), 0, &[]))
             }
@@ -126,7 +126,7 @@ impl<E: Env> System<E> {
         let session = self.next_session();
         let bound = BoundSession { client: header.client, session, user_id: 0 };
         connection.bound = Some(bound);
-        self.clients.set_user(connection.client_id, Some(bound.user_id));
+        self.shared.clients.set_user(connection.client_id, Some(bound.user_id));
         let mut body = Vec::new();
         response::login(&mut body, bound.user_id, session);
         Outcome::Reply(encode_reply(header, self.commit(), 0, &body))

@@ -5,9 +5,12 @@
 pub mod credentials;
 pub mod dispatch;
 pub mod journal;
+pub mod memory_pool;
 pub mod partition;
 pub mod ports;
+pub mod shared;
 pub mod system;
 
 pub use dispatch::{BoundSession, Connection, Outcome};
-pub use system::{HostInfo, System, SystemConfig, Transport};
+pub use shared::Shared;
+pub use system::{HostInfo, MetadataWriter, ShardParts, System, SystemConfig, Transport};

@@ -23,6 +23,9 @@ pub struct Listener {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub system_path: String,
+    pub cpu_allocation: String,
+    pub pin_threads: bool,
+    pub inbox_capacity: usize,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -99,6 +102,10 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
         for (key, value) in leaves {
             match known.get(&key) {
                 None => unknown_keys.push(key),
+                // `cpu_allocation = 4` is as natural as `cpu_allocation = "4"`.
+                Some(_) if key == "system.sharding.cpu_allocation" && value.is_integer() => {
+                    set_path(&mut merged, &key, Value::String(value.to_string()));
+                }
                 Some(default) if std::mem::discriminant(default) != std::mem::discriminant(&value) => {
                     bail!("invalid value for `{key}` in {path}: `{value}` (expected {})", type_name(default));
                 }
@@ -129,8 +136,16 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         enabled: flag(&format!("{section}.enabled")),
         address: text(&format!("{section}.address")),
     };
+    let inbox_capacity =
+        leaves["system.sharding.inbox_capacity"].as_integer().expect("types were checked against the defaults");
+    if !(1..=1 << 20).contains(&inbox_capacity) {
+        bail!("invalid value for `system.sharding.inbox_capacity`: `{inbox_capacity}` (expected 1 to 1048576)");
+    }
     Ok(Config {
         system_path: text("system.path"),
+        cpu_allocation: text("system.sharding.cpu_allocation"),
+        pin_threads: flag("system.sharding.pin_threads"),
+        inbox_capacity: inbox_capacity as usize,
         log_level: text("system.logging.level"),
         tcp: listener("tcp"),
         quic: listener("quic"),
@@ -163,6 +178,9 @@ fn validate(config: &Config) -> anyhow::Result<()> {
             config.log_level
         );
     }
+    if let Err(error) = rill_domain::cpu_allocation::CpuAllocation::parse(&config.cpu_allocation) {
+        bail!("invalid value for `system.sharding.cpu_allocation`: {error}");
+    }
     if config.system_path.trim().is_empty() {
         bail!("invalid value for `system.path`: `` (expected a directory path)");
     }
@@ -192,6 +210,16 @@ mod tests {
         assert_eq!(config.tcp.address, "127.0.0.1:9100");
         assert_eq!(config.system_path, "/tmp/x");
         assert!(config.effective.contains("127.0.0.1:9100"));
+    }
+
+    #[test]
+    fn cpu_allocation_accepts_numbers_and_refuses_garbage() {
+        let config = load(Some(("c.toml", "[system.sharding]\ncpu_allocation = 2\n")), &env(&[])).unwrap();
+        assert_eq!(config.cpu_allocation, "2");
+        let error = load(None, &env(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "8..2")])).unwrap_err().to_string();
+        assert!(error.contains("cpu_allocation") && error.contains("8..2"), "{error}");
+        let error = load(None, &env(&[("IGGY_SYSTEM_SHARDING_INBOX_CAPACITY", "0")])).unwrap_err().to_string();
+        assert!(error.contains("inbox_capacity"), "{error}");
     }
 
     #[test]

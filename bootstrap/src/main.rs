@@ -32,7 +32,13 @@ fn parse_flags() -> Result<Flags, String> {
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_thread_names(true)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -72,14 +78,7 @@ fn main() -> ExitCode {
         env.get("IGGY_ROOT_PASSWORD").cloned(),
         flags.default_credentials,
     );
-    let runtime = match compio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("rill-server: cannot start the event loop: {error}");
-            return ExitCode::from(1);
-        }
-    };
-    match runtime.block_on(server::run(config, root)) {
+    match server::run(config, root) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("rill-server: {error:#}");

@@ -1,15 +1,25 @@
-//! Starting and stopping the server: data directory, system, listener, signals.
+//! Starting and stopping the server: one pinned thread per shard, each with its own compio
+//! (io_uring) event loop. Shard 0 recovers the metadata, starts the others, binds the
+//! listener and handles shutdown signals.
 
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use futures_util::FutureExt;
+use rill_adapter_bus_crossfire::{CrossfireBus, Envelope, Inbox};
 use rill_adapter_clock::SystemClock;
+use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
+use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::UringStorage;
 use rill_application::credentials::RootSeed;
-use rill_application::ports::Env;
-use rill_application::{System, SystemConfig};
+use rill_application::ports::pinning::shard_cores;
+use rill_application::ports::{Clock, Env, Pinning};
+use rill_application::system::recover;
+use rill_application::{MetadataWriter, ShardParts, Shared, System, SystemConfig};
+use rill_domain::cpu_allocation::CpuAllocation;
 use rill_domain::wire::response::NodePorts;
 
 use crate::config::Config;
@@ -20,7 +30,12 @@ pub struct ProductionEnv;
 impl Env for ProductionEnv {
     type Storage = UringStorage;
     type Clock = SystemClock;
+    type Bus = CrossfireBus;
+    type MetadataReader = LeftRightReader;
+    type MetadataPublisher = LeftRightPublisher;
 }
+
+type Shard = System<ProductionEnv>;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
@@ -29,45 +44,199 @@ fn port_of(address: &str) -> u16 {
     address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
 }
 
-/// Runs the server until SIGINT or SIGTERM, then flushes every partition and returns.
-pub async fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
-    let data_path = PathBuf::from(&config.system_path);
-    std::fs::create_dir_all(data_path.join("runtime")).with_context(|| format!("creating {}", data_path.display()))?;
-    std::fs::create_dir_all(data_path.join("logs"))?;
-    std::fs::create_dir_all(data_path.join("streams"))?;
-    std::fs::write(data_path.join("runtime").join("current_config.toml"), &config.effective)?;
-    let listener = rill_adapter_transport_tcp::bind(&config.tcp.address).await?;
-    let local = listener.local_addr()?;
-    let system_config = SystemConfig {
-        data_path: data_path.clone(),
-        root: root.clone(),
-        advertised_ip: local.ip().to_string(),
-        ports: NodePorts {
-            tcp: local.port(),
-            quic: port_of(&config.quic.address),
-            http: port_of(&config.http.address),
-            websocket: port_of(&config.websocket.address),
-        },
-        host: crate::host::host_info(),
-    };
-    let (system, created) = System::<ProductionEnv>::open(UringStorage, SystemClock::default(), system_config)
-        .await
-        .context("opening the data directory")?;
-    if created && root.generated {
-        // Shown once: the hash is all that is stored.
-        println!("rill-server: created root user `{}` with generated password: {}", root.username, root.password);
+/// Which cores the shards run on (`None`: unpinned threads).
+fn plan_shards(config: &Config) -> anyhow::Result<Vec<Option<usize>>> {
+    let allocation = CpuAllocation::parse(&config.cpu_allocation).map_err(anyhow::Error::msg)?;
+    if let (CpuAllocation::Count(count), false) = (&allocation, config.pin_threads) {
+        return Ok(vec![None; *count]);
     }
-    let system = Rc::new(system);
-    tracing::info!(address = %local, data = %data_path.display(), "rill-server is listening (tcp)");
-    println!("rill-server listening on {local}");
-    let serving = compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener));
+    let cores = shard_cores(&AffinityPinning, &allocation, &config.cpu_allocation).map_err(anyhow::Error::msg)?;
+    if cores.is_empty() || cores.len() > u16::MAX as usize {
+        bail!("cpu_allocation `{}` yields {} shards", config.cpu_allocation, cores.len());
+    }
+    Ok(cores.into_iter().map(|core| config.pin_threads.then_some(core)).collect())
+}
+
+/// Each shard's event loop: 4096 queue entries, 128 events per loop turn, cooperative
+/// task running so completions are reaped only when the loop asks.
+fn shard_runtime() -> std::io::Result<compio::runtime::Runtime> {
+    let mut proactor = compio::driver::ProactorBuilder::new();
+    proactor.capacity(4096).coop_taskrun(true);
+    compio::runtime::RuntimeBuilder::new().with_proactor(proactor).event_interval(128).build()
+}
+
+/// Runs the server until SIGINT or SIGTERM; returns once every shard has flushed and ended.
+pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
+    let cores = plan_shards(&config)?;
+    let shard_count = cores.len() as u16;
+    let data_path = PathBuf::from(&config.system_path);
+    for dir in ["runtime", "logs", "streams", "metadata"] {
+        std::fs::create_dir_all(data_path.join(dir))
+            .with_context(|| format!("creating {}", data_path.join(dir).display()))?;
+    }
+    std::fs::write(data_path.join("runtime").join("current_config.toml"), &config.effective)?;
+    let (buses, inboxes) = rill_adapter_bus_crossfire::bus(shard_count, config.inbox_capacity);
+    let (setup_tx, setup_rx): (Vec<_>, Vec<_>) =
+        (1..shard_count).map(|_| mpsc::channel::<(Arc<Shared>, ReaderFactory)>()).unzip();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut threads = Vec::new();
+    let mut inboxes = inboxes.into_iter();
+    let mut buses_iter = buses.into_iter();
+    let (bus0, inbox0) = (buses_iter.next().expect("one shard at least"), inboxes.next().expect("one inbox per shard"));
+    for ((shard_id, (bus, inbox)), setup) in (1..shard_count).zip(buses_iter.zip(inboxes)).zip(setup_rx) {
+        let (core, ready) = (cores[shard_id as usize], ready_tx.clone());
+        let thread = std::thread::Builder::new().name(format!("rill-shard-{shard_id}")).spawn(move || {
+            if let Err(error) = peer_shard(core, bus, inbox, setup, ready.clone()) {
+                let _ = ready.send(Err(format!("shard {shard_id}: {error:#}")));
+            }
+        })?;
+        threads.push(thread);
+    }
+    drop(ready_tx);
+    let shard0 = Shard0 {
+        config,
+        root,
+        core: cores[0],
+        shard_count,
+        bus: bus0,
+        inbox: inbox0,
+        setup: setup_tx,
+        ready: ready_rx,
+    };
+    let result = std::thread::Builder::new().name("rill-shard-0".into()).spawn(move || shard0.run())?.join();
+    for thread in threads {
+        let _ = thread.join();
+    }
+    result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))?
+}
+
+fn pin(core: Option<usize>) -> anyhow::Result<()> {
+    if let Some(core) = core {
+        AffinityPinning.pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;
+    }
+    Ok(())
+}
+
+/// Serves a shard's inbox until shutdown: calls from other shards and handed-off connections.
+async fn serve_inbox(system: Rc<Shard>, inbox: Inbox) {
+    while let Some(envelope) = inbox.recv().await {
+        match envelope {
+            Envelope::Call { request, reply } => {
+                let system = system.clone();
+                compio::runtime::spawn(async move { reply.reply(system.on_bus_request(request).await) }).detach();
+            }
+            Envelope::Connection { fd, peer } => rill_adapter_transport_tcp::adopt(system.clone(), fd, peer),
+            Envelope::Shutdown => return,
+        }
+    }
+}
+
+fn peer_shard(
+    core: Option<usize>,
+    bus: CrossfireBus,
+    inbox: Inbox,
+    setup: mpsc::Receiver<(Arc<Shared>, ReaderFactory)>,
+    ready: mpsc::Sender<Result<(), String>>,
+) -> anyhow::Result<()> {
+    pin(core)?;
+    let Ok((shared, factory)) = setup.recv() else { return Ok(()) };
+    shard_runtime()?.block_on(async move {
+        let parts = ShardParts {
+            storage: UringStorage,
+            clock: SystemClock::default(),
+            shared,
+            metadata: factory.reader(),
+            bus,
+            writer: None,
+        };
+        let system = Rc::new(System::new(parts));
+        system.open_owned_partitions().await?;
+        let _ = ready.send(Ok(()));
+        serve_inbox(system, inbox).await;
+        Ok(())
+    })
+}
+
+/// Shard 0: recovery, the listener, signals and shutdown.
+struct Shard0 {
+    config: Config,
+    root: RootSeed,
+    core: Option<usize>,
+    shard_count: u16,
+    bus: CrossfireBus,
+    inbox: Inbox,
+    setup: Vec<mpsc::Sender<(Arc<Shared>, ReaderFactory)>>,
+    ready: mpsc::Receiver<Result<(), String>>,
+}
+
+impl Shard0 {
+    fn run(self) -> anyhow::Result<()> {
+        pin(self.core)?;
+        shard_runtime()?.block_on(self.serve())
+    }
+
+    async fn serve(self) -> anyhow::Result<()> {
+        let listener = rill_adapter_transport_tcp::bind(&self.config.tcp.address).await?;
+        let local = listener.local_addr()?;
+        let system_config = SystemConfig {
+            data_path: PathBuf::from(&self.config.system_path),
+            root: self.root.clone(),
+            advertised_ip: local.ip().to_string(),
+            ports: NodePorts {
+                tcp: local.port(),
+                quic: port_of(&self.config.quic.address),
+                http: port_of(&self.config.http.address),
+                websocket: port_of(&self.config.websocket.address),
+            },
+            host: crate::host::host_info(),
+        };
+        let recovered = recover(&UringStorage, &system_config).await.context("opening the data directory")?;
+        if recovered.root_created && self.root.generated {
+            // Shown once: the hash is all that is stored.
+            println!(
+                "rill-server: created root user `{}` with generated password: {}",
+                self.root.username, self.root.password
+            );
+        }
+        let clock = SystemClock::default();
+        let commit = recovered.journal.commit();
+        let shared = Arc::new(Shared::new(system_config, self.shard_count, recovered.root, commit, clock.now_us()));
+        let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata.clone());
+        for setup in &self.setup {
+            setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
+        }
+        let writer = MetadataWriter::new(recovered.metadata, recovered.journal, publisher);
+        let parts = ShardParts {
+            storage: UringStorage,
+            clock,
+            shared,
+            metadata: factory.reader(),
+            bus: self.bus.clone(),
+            writer: Some(writer),
+        };
+        let system = Rc::new(System::new(parts));
+        compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
+        system.open_owned_partitions().await?;
+        for _ in 1..self.shard_count {
+            self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;
+        }
+        tracing::info!(address = %local, shards = self.shard_count, data = %self.config.system_path, "rill-server is listening (tcp)");
+        println!("rill-server listening on {local} with {} shards", self.shard_count);
+        let serving =
+            compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, self.bus.clone()));
+        wait_for_signal().await?;
+        tracing::info!("shutdown requested: flushing partitions on every shard");
+        drop(serving);
+        system.flush_all().await.context("flushing partitions at shutdown")?;
+        self.bus.shutdown_all().await;
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
     let interrupt = compio::signal::unix::signal(SIGINT).boxed_local();
     let terminate = compio::signal::unix::signal(SIGTERM).boxed_local();
     let (signal, _, _) = futures_util::future::select_all([interrupt, terminate]).await;
-    signal.context("waiting for a shutdown signal")?;
-    tracing::info!("shutdown requested: flushing partitions");
-    drop(serving);
-    system.flush_all().await.context("flushing partitions at shutdown")?;
-    tracing::info!("shutdown complete");
-    Ok(())
+    signal.context("waiting for a shutdown signal")
 }

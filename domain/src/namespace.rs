@@ -86,6 +86,28 @@ mod tests {
         assert_eq!(ns.packed(), (1 << 32) | (2 << 20) | 3);
     }
 
+    /// Owners for 1, 2, 3 and 8 shards, computed independently (Python `mmh3` over the
+    /// packed value's 8 little-endian bytes, seed 0, upper 16 bits modulo the shard count).
+    /// A change here moves partitions between shards on upgrade: never edit these lightly.
+    #[test]
+    fn routing_vectors() {
+        let vectors: [((u32, u32, u32), [u16; 4]); 8] = [
+            ((0, 0, 0), [0, 1, 1, 5]),
+            ((0, 0, 1), [0, 1, 0, 7]),
+            ((0, 0, 2), [0, 1, 1, 7]),
+            ((1, 0, 0), [0, 0, 1, 0]),
+            ((1, 2, 3), [0, 1, 0, 1]),
+            ((7, 11, 13), [0, 0, 0, 0]),
+            ((1000, 4095, 999_999), [0, 1, 1, 3]),
+            ((1_048_575, 0, 0), [0, 1, 1, 3]),
+        ];
+        for ((stream, topic, partition), owners) in vectors {
+            let ns = Namespace::new(stream, topic, partition).unwrap();
+            let got: Vec<u16> = [1, 2, 3, 8].iter().map(|&n| ns.shard(n)).collect();
+            assert_eq!(got, owners, "namespace {stream}/{topic}/{partition}");
+        }
+    }
+
     #[test]
     fn single_shard_owns_everything() {
         for p in 0..100 {

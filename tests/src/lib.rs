@@ -265,6 +265,11 @@ impl TestServer {
             .env("IGGY_QUIC_ENABLED", "false")
             .env("IGGY_HTTP_ENABLED", "false")
             .env("IGGY_WEBSOCKET_ENABLED", "false");
+        // RILL_TEST_SHARDS=N runs the whole suite against N shards; unpinned, so N may
+        // exceed the cores of the machine.
+        if let Ok(shards) = std::env::var("RILL_TEST_SHARDS") {
+            command.env("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards).env("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false");
+        }
         for (key, value) in &self.extra_env {
             command.env(key, value);
         }

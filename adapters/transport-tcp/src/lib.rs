@@ -9,7 +9,10 @@ use std::rc::Rc;
 use compio::BufResult;
 use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
-use rill_application::ports::Env;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rill_application::ports::bus::next_connection_shard;
+use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, System, Transport};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::wire::header::{RequestHeader, frame_size};
@@ -36,33 +39,65 @@ pub async fn bind(address: &str) -> io::Result<TcpListener> {
     }
 }
 
-/// Accepts connections forever, serving each on its own task of the current event loop.
-pub async fn serve<E: Env>(system: Rc<System<E>>, listener: TcpListener) {
+/// Accepts connections forever on shard 0 and hands each to the next peer shard by its
+/// duplicated descriptor, before a byte is read; shard 0 drops its own handle at once.
+pub async fn serve<E: Env, H: ConnectionHandoff>(system: Rc<System<E>>, listener: TcpListener, handoff: H) {
+    let mut accepted = 0u64;
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let system = system.clone();
-                compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
-            }
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Running out of descriptors must not end the listener; back off briefly.
                 tracing::warn!(%error, "tcp accept failed");
                 compio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
             }
+        };
+        let target = next_connection_shard(accepted, system.shared.shard_count);
+        accepted += 1;
+        if target == system.shard_id() {
+            spawn_connection(system.clone(), stream, peer);
+            continue;
+        }
+        let fd = match stream.as_fd().try_clone_to_owned() {
+            Ok(fd) => fd,
+            Err(error) => {
+                tracing::warn!(%error, "cannot duplicate an accepted socket; serving it on shard 0");
+                spawn_connection(system.clone(), stream, peer);
+                continue;
+            }
+        };
+        drop(stream);
+        if let Err(fd) = handoff.hand_off(target, fd, peer).await {
+            tracing::warn!(target, "shard refused a connection; serving it on shard 0");
+            adopt(system.clone(), fd, peer);
         }
     }
+}
+
+/// Serves a connection handed over by shard 0.
+pub fn adopt<E: Env>(system: Rc<System<E>>, fd: OwnedFd, peer: SocketAddr) {
+    match TcpStream::from_std(std::net::TcpStream::from(fd)) {
+        Ok(stream) => spawn_connection(system, stream, peer),
+        Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off connection"),
+    }
+}
+
+fn spawn_connection<E: Env>(system: Rc<System<E>>, stream: TcpStream, peer: SocketAddr) {
+    compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
 }
 
 /// Serves one connection until the peer closes it, a frame is malformed, or the
 /// dispatcher evicts the session.
 pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let client_id = system.clients.connect(peer.to_string(), Transport::Tcp);
+    let client_id = system.shared.clients.connect(peer.to_string(), Transport::Tcp, system.shard_id());
+    tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
     let mut connection = Connection { client_id, bound: None };
     if let Err(error) = request_loop(&system, &mut connection, &mut stream).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
-    system.clients.disconnect(client_id);
+    system.shared.clients.disconnect(client_id);
 }
 
 async fn request_loop<E: Env>(

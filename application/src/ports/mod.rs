@@ -1,13 +1,22 @@
 //! The ports the use cases drive. Adapters implement them; nothing here names a runtime.
 
+pub mod bus;
 pub mod clock;
+pub mod metadata_view;
+pub mod pinning;
 pub mod storage;
 
+pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
+pub use metadata_view::{MetadataPublish, MetadataRead};
+pub use pinning::Pinning;
 pub use storage::{Storage, StorageFile};
 
-/// Bundles the ports so one type parameter threads through the server.
+/// Bundles the ports so one type parameter threads through a shard.
 pub trait Env: 'static {
     type Storage: Storage;
     type Clock: Clock;
+    type Bus: ShardBus;
+    type MetadataReader: MetadataRead;
+    type MetadataPublisher: MetadataPublish;
 }

@@ -1,7 +1,9 @@
-//! Connected clients, as get_clients and get_me report them.
+//! Connected clients, as get_clients and get_me report them. Shared by every shard; only
+//! connect, login, logout and disconnect write it.
 
-use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rill_domain::wire::response::ClientInfo;
 
@@ -14,41 +16,57 @@ pub enum Transport {
     WebSocket = 4,
 }
 
+/// One connection and the shard that serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientEntry {
+    pub info: ClientInfo,
+    pub shard: u16,
+}
+
 #[derive(Debug, Default)]
 pub struct ClientRegistry {
-    next_id: Cell<u32>,
-    clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    next_id: AtomicU32,
+    clients: Mutex<BTreeMap<u32, ClientEntry>>,
 }
 
 impl ClientRegistry {
-    /// Registers a new connection; returns its client id (starting at 1).
-    pub fn connect(&self, address: String, transport: Transport) -> u32 {
-        let client_id = self.next_id.get() + 1;
-        self.next_id.set(client_id);
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, ClientEntry>> {
+        // A panic elsewhere cannot leave the map half-updated: every update is one insert
+        // or remove, so a poisoned lock still holds consistent data.
+        self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a new connection served by `shard`; returns its client id (from 1).
+    pub fn connect(&self, address: String, transport: Transport, shard: u16) -> u32 {
+        let client_id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let info = ClientInfo { client_id, user_id: None, transport: transport as u8, address };
-        self.clients.borrow_mut().insert(client_id, info);
+        self.lock().insert(client_id, ClientEntry { info, shard });
         client_id
     }
 
     pub fn disconnect(&self, client_id: u32) {
-        self.clients.borrow_mut().remove(&client_id);
+        self.lock().remove(&client_id);
     }
 
     pub fn set_user(&self, client_id: u32, user_id: Option<u32>) {
-        if let Some(info) = self.clients.borrow_mut().get_mut(&client_id) {
-            info.user_id = user_id;
+        if let Some(entry) = self.lock().get_mut(&client_id) {
+            entry.info.user_id = user_id;
         }
     }
 
     pub fn get(&self, client_id: u32) -> Option<ClientInfo> {
-        self.clients.borrow().get(&client_id).cloned()
+        self.lock().get(&client_id).map(|e| e.info.clone())
+    }
+
+    pub fn entry(&self, client_id: u32) -> Option<ClientEntry> {
+        self.lock().get(&client_id).cloned()
     }
 
     pub fn all(&self) -> Vec<ClientInfo> {
-        self.clients.borrow().values().cloned().collect()
+        self.lock().values().map(|e| e.info.clone()).collect()
     }
 
     pub fn count(&self) -> u32 {
-        self.clients.borrow().len() as u32
+        self.lock().len() as u32
     }
 }

@@ -1,15 +1,15 @@
-//! Partition use cases: send, poll, consumer offsets, flush and segment deletion.
+//! Partition use cases as a connection's shard sees them: resolve identifiers against the
+//! committed metadata, choose the partition, validate, then route to the owning shard.
 
+use rill_domain::Namespace;
 use rill_domain::batch;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
-use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
 use rill_domain::wire::command::{Consumer, Partitioning, PollRequest, TopicRef};
-use rill_domain::wire::response;
 
-use super::{System, fatal};
+use super::System;
 use crate::partition::ConsumerKey;
-use crate::ports::Env;
+use crate::ports::{Env, MetadataRead, PartitionOp, ShardReply};
 
 /// A string consumer id is keyed by XXH32 of its name, as upstream does.
 fn consumer_key(consumer: &Consumer) -> ConsumerKey {
@@ -24,15 +24,31 @@ fn consumer_key(consumer: &Consumer) -> ConsumerKey {
 }
 
 impl<E: Env> System<E> {
-    fn partitions_count(&self, topic: &TopicRef) -> Result<(u32, u32, u32), ErrorCode> {
-        let metadata = self.metadata.borrow();
-        let (stream_id, topic_id) = metadata.topic_ids(topic)?;
-        let count = metadata.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
-        Ok((stream_id, topic_id, count))
+    /// `(stream_id, topic_id, partitions_count)` of a topic.
+    fn resolve_topic(&self, topic: &TopicRef) -> Result<(u32, u32, u32), ErrorCode> {
+        self.metadata.read(|metadata| {
+            let (stream_id, topic_id) = metadata.topic_ids(topic)?;
+            let count = metadata.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
+            Ok((stream_id, topic_id, count))
+        })
     }
 
-    fn choose_partition(&self, topic: &TopicRef, partitioning: &Partitioning) -> Result<u32, ErrorCode> {
-        let (stream_id, topic_id, count) = self.partitions_count(topic)?;
+    /// The namespace of an existing partition.
+    fn resolve_partition(&self, topic: &TopicRef, partition_id: u32) -> Result<Namespace, ErrorCode> {
+        let (stream_id, topic_id, count) = self.resolve_topic(topic)?;
+        if partition_id >= count {
+            return Err(ErrorCode::PartitionNotFound);
+        }
+        Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)
+    }
+
+    fn choose_partition(
+        &self,
+        stream_id: u32,
+        topic_id: u32,
+        count: u32,
+        partitioning: &Partitioning,
+    ) -> Result<u32, ErrorCode> {
         if count == 0 {
             return Err(ErrorCode::NoPartitions);
         }
@@ -49,73 +65,34 @@ impl<E: Env> System<E> {
         })
     }
 
-    /// Validates, stamps and appends one batch; replies with the send confirmation.
+    /// Validates one batch and appends it on the owning shard; replies with the confirmation.
     pub async fn send_messages(
         &self,
         topic: &TopicRef,
         partitioning: &Partitioning,
         messages_count: u32,
         bytes: &[u8],
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let partition_id = self.choose_partition(topic, partitioning)?;
-        let (stream_id, topic_id, partition) = self.partition(topic, partition_id)?;
-        batch::validate(bytes, messages_count)?;
-        let mut log = partition.log.lock().await;
-        if partition.deleted.get() {
+    ) -> ShardReply {
+        let (stream_id, topic_id, count) = self.resolve_topic(topic)?;
+        let partition_id = self.choose_partition(stream_id, topic_id, count, partitioning)?;
+        if partition_id >= count {
             return Err(ErrorCode::PartitionNotFound);
         }
-        let base_offset = match log.append(&self.storage, bytes.to_vec(), self.now_us()).await {
-            Ok(base_offset) => base_offset,
-            Err(error) => fatal(&format!("cannot write partition {stream_id}/{topic_id}/{partition_id}: {error}")),
-        };
-        partition.refresh(&log);
-        let mut out = Vec::new();
-        response::send_confirmation(&mut out, stream_id, topic_id, partition_id, base_offset);
-        Ok(out)
+        let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
+        batch::validate(bytes, messages_count)?;
+        let op = PartitionOp::Send { messages_count, batch: bytes.to_vec(), stream_id, topic_id };
+        self.route_partition(namespace, op).await
     }
 
-    pub async fn poll_messages(&self, request: &PollRequest) -> Result<Vec<u8>, ErrorCode> {
-        let partition_id = request.partition_id.unwrap_or(0);
-        let (_, _, partition) = self.partition(&request.topic, partition_id)?;
-        let key = consumer_key(&request.consumer);
-        let log = partition.log.lock().await;
-        let cursor = PartitionCursor {
-            first_offset: log.first_offset(),
-            next_offset: log.next_offset(),
-            stored_offset: log.offsets.get(key),
+    pub async fn poll_messages(&self, request: &PollRequest) -> ShardReply {
+        let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;
+        let op = PartitionOp::Poll {
+            key: consumer_key(&request.consumer),
+            strategy: request.strategy,
+            count: request.count,
+            auto_commit: request.auto_commit,
         };
-        let start = match request.strategy {
-            PollingStrategy::Timestamp(timestamp) if request.count > 0 => log.offset_at_timestamp(timestamp),
-            strategy => polling::start_offset(strategy, request.count, cursor),
-        };
-        let mut out = Vec::new();
-        response::poll_prefix(&mut out, partition_id, log.current_offset(), 0);
-        let Some(start) = start else { return Ok(out) };
-        let read = log.read(start, request.count, &mut out).await.map_err(|error| {
-            tracing::error!(%error, "poll read failed");
-            ErrorCode::IoError
-        })?;
-        out[12..16].copy_from_slice(&read.to_le_bytes());
-        let fsync = log.settings.consumer_offset_fsync;
-        drop(log);
-        if request.auto_commit && read > 0 {
-            self.store_offset(&partition, key, start + read as u64 - 1, fsync).await?;
-        }
-        Ok(out)
-    }
-
-    async fn store_offset(
-        &self,
-        partition: &super::Partition<E::Storage>,
-        key: ConsumerKey,
-        offset: u64,
-        fsync: bool,
-    ) -> Result<(), ErrorCode> {
-        let mut log = partition.log.lock().await;
-        log.offsets.store(&self.storage, key, offset, fsync).await.map_err(|error| {
-            tracing::error!(%error, "storing a consumer offset failed");
-            ErrorCode::IoError
-        })
+        self.route_partition(namespace, op).await
     }
 
     /// `[partition_id][current_offset][stored_offset]`, or empty when nothing is stored.
@@ -124,17 +101,9 @@ impl<E: Env> System<E> {
         consumer: &Consumer,
         topic: &TopicRef,
         partition_id: Option<u32>,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let partition_id = partition_id.unwrap_or(0);
-        let (_, _, partition) = self.partition(topic, partition_id)?;
-        let log = partition.log.lock().await;
-        let mut out = Vec::new();
-        if let Some(stored) = log.offsets.get(consumer_key(consumer)) {
-            out.extend_from_slice(&partition_id.to_le_bytes());
-            out.extend_from_slice(&log.current_offset().to_le_bytes());
-            out.extend_from_slice(&stored.to_le_bytes());
-        }
-        Ok(out)
+    ) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
+        self.route_partition(namespace, PartitionOp::GetOffset { key: consumer_key(consumer) }).await
     }
 
     pub async fn store_consumer_offset(
@@ -143,11 +112,9 @@ impl<E: Env> System<E> {
         topic: &TopicRef,
         partition_id: Option<u32>,
         offset: u64,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let (_, _, partition) = self.partition(topic, partition_id.unwrap_or(0))?;
-        let fsync = partition.log.lock().await.settings.consumer_offset_fsync;
-        self.store_offset(&partition, consumer_key(consumer), offset, fsync).await?;
-        Ok(0u32.to_le_bytes().to_vec())
+    ) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
+        self.route_partition(namespace, PartitionOp::StoreOffset { key: consumer_key(consumer), offset }).await
     }
 
     pub async fn delete_consumer_offset(
@@ -155,48 +122,19 @@ impl<E: Env> System<E> {
         consumer: &Consumer,
         topic: &TopicRef,
         partition_id: Option<u32>,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let (_, _, partition) = self.partition(topic, partition_id.unwrap_or(0))?;
-        let mut log = partition.log.lock().await;
-        match log.offsets.delete(&self.storage, consumer_key(consumer)).await {
-            Ok(true) => Ok(0u32.to_le_bytes().to_vec()),
-            Ok(false) => Err(ErrorCode::ConsumerOffsetNotFound),
-            Err(error) => {
-                tracing::error!(%error, "deleting a consumer offset failed");
-                Err(ErrorCode::IoError)
-            }
-        }
+    ) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
+        self.route_partition(namespace, PartitionOp::DeleteOffset { key: consumer_key(consumer) }).await
     }
 
-    pub async fn flush_unsaved_buffer(
-        &self,
-        topic: &TopicRef,
-        partition_id: u32,
-        fsync: bool,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let (stream_id, topic_id, partition) = self.partition(topic, partition_id)?;
-        let mut log = partition.log.lock().await;
-        if let Err(error) = log.flush(&self.storage, fsync).await {
-            fatal(&format!("cannot flush partition {stream_id}/{topic_id}/{partition_id}: {error}"));
-        }
-        partition.refresh(&log);
-        Ok(Vec::new())
+    pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id)?;
+        self.route_partition(namespace, PartitionOp::Flush { fsync }).await
     }
 
     /// Deletes the oldest sealed segments of one partition.
-    pub async fn delete_segments(
-        &self,
-        topic: &TopicRef,
-        partition_id: u32,
-        segments_count: u32,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let (_, _, partition) = self.partition(topic, partition_id)?;
-        let mut log = partition.log.lock().await;
-        log.delete_segments(&self.storage, segments_count).await.map_err(|error| {
-            tracing::error!(%error, "deleting segments failed");
-            ErrorCode::IoError
-        })?;
-        partition.refresh(&log);
-        Ok(Vec::new())
+    pub async fn delete_segments(&self, topic: &TopicRef, partition_id: u32, segments_count: u32) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id)?;
+        self.route_partition(namespace, PartitionOp::DeleteSegments { count: segments_count }).await
     }
 }

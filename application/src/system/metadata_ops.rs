@@ -1,81 +1,101 @@
-//! Metadata mutations: apply to the state machine, journal with fsync, then mirror the
-//! change in partition storage. Mutations are serialised by the journal lock.
+//! Metadata mutations. Any shard accepts them; shard 0 alone commits them: apply to the
+//! authoritative copy, journal with fsync, publish to every shard's reader, then open,
+//! purge or remove partitions on their owners. The client is answered after all of it.
 
-use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
+use rill_domain::Namespace;
 use rill_domain::error::ErrorCode;
-use rill_domain::metadata::Applied;
-use rill_domain::wire::command::MetadataOp;
-use rill_domain::wire::response::{self, Usage};
+use rill_domain::metadata::{Applied, Metadata};
+use rill_domain::wire::command::{Command, MetadataOp};
+use rill_domain::wire::response;
 
-use super::{Partition, System, fatal};
+use super::{System, fatal, queries};
 use crate::partition::PartitionSettings;
-use crate::ports::{Env, Storage};
+use crate::ports::{Env, MetadataPublish, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 
 impl<E: Env> System<E> {
-    /// Runs one metadata operation and returns the success reply body (result-framed).
-    pub async fn execute_metadata(
-        &self,
-        operation: u8,
-        body: &[u8],
-        op: &MetadataOp<'_>,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let mut journal = self.journal.lock().await;
+    /// Runs one metadata operation from a client; returns the result-framed reply body.
+    pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
+        if self.writer.is_none() {
+            self.shared.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
+            return self.bus.call(0, ShardRequest::Metadata { operation, body: body.to_vec() }).await;
+        }
+        self.commit_metadata(operation, body).await
+    }
+
+    /// Commits a metadata operation on shard 0.
+    pub(super) async fn commit_metadata(&self, operation: u8, body: &[u8]) -> ShardReply {
+        let Some(writer) = &self.writer else {
+            return Err(ErrorCode::InvalidCommand);
+        };
+        let Ok(Command::Metadata(op)) = Command::decode(operation, 0, body) else {
+            return Err(ErrorCode::InvalidFormat);
+        };
+        let mut journal = writer.journal.lock().await;
         let timestamp = self.now_us();
-        let applied = self.metadata.borrow_mut().apply(op, timestamp)?;
+        let applied = writer.metadata.borrow_mut().apply(&op, timestamp)?;
         match journal.append(timestamp, operation, body).await {
-            Ok(op_number) => self.commit.set(op_number),
+            Ok(op_number) => self.shared.set_commit(op_number),
             Err(error) => fatal(&format!("cannot append to the metadata journal: {error}")),
         }
+        writer.publisher.borrow_mut().publish(operation, timestamp, body);
         if let Err(error) = self.reflect(&applied).await {
             fatal(&format!("cannot apply {applied:?} to storage: {error}"));
         }
         drop(journal);
         let mut out = Vec::new();
         response::result_ok(&mut out);
+        let metadata = writer.metadata.borrow();
         match applied {
-            Applied::StreamCreated { stream_id } => self.encode_stream_details(&mut out, stream_id),
-            Applied::TopicCreated { stream_id, topic_id } => self.encode_topic_details(&mut out, stream_id, topic_id),
+            Applied::StreamCreated { stream_id } => {
+                queries::encode_stream_details(&mut out, &metadata, &self.shared, stream_id)
+            }
+            Applied::TopicCreated { stream_id, topic_id } => {
+                queries::encode_topic_details(&mut out, &metadata, &self.shared, stream_id, topic_id)
+            }
             _ => {}
         }
         Ok(out)
     }
 
-    /// Mirrors an applied operation in partition storage.
+    /// Mirrors an applied operation in partition storage, on the owning shards.
     async fn reflect(&self, applied: &Applied) -> std::io::Result<()> {
+        let every = |stream_id: u32, topic_id: Option<u32>| {
+            self.namespaces(|ns| ns.stream_id() == stream_id && topic_id.is_none_or(|t| ns.topic_id() == t))
+        };
         match *applied {
             Applied::StreamCreated { stream_id } => {
                 self.storage.create_dir_all(&self.stream_dir(stream_id).join("topics")).await
             }
             Applied::StreamDeleted { stream_id } => {
-                self.remove_partitions(|ns| ns.stream_id() == stream_id).await;
+                self.on_owners(every(stream_id, None), || PartitionOp::Remove).await?;
                 self.storage.remove_dir_all(&self.stream_dir(stream_id)).await
             }
-            Applied::StreamPurged { stream_id } => self.purge_partitions(|ns| ns.stream_id() == stream_id).await,
+            Applied::StreamPurged { stream_id } => self.on_owners(every(stream_id, None), || PartitionOp::Purge).await,
             Applied::TopicCreated { stream_id, topic_id } => {
-                let count =
-                    self.metadata.borrow().topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
-                self.open_new_partitions(stream_id, topic_id, 0, count).await
+                let count = self
+                    .writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32));
+                self.open_new(stream_id, topic_id, 0..count).await
             }
             Applied::TopicDeleted { stream_id, topic_id } => {
-                self.remove_partitions(|ns| ns.stream_id() == stream_id && ns.topic_id() == topic_id).await;
-                self.balanced.borrow_mut().remove(&(stream_id, topic_id));
+                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Remove).await?;
                 self.storage.remove_dir_all(&self.topic_dir(stream_id, topic_id)).await
             }
             Applied::TopicPurged { stream_id, topic_id } => {
-                self.purge_partitions(|ns| ns.stream_id() == stream_id && ns.topic_id() == topic_id).await
+                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Purge).await
             }
             Applied::PartitionsCreated { stream_id, topic_id, first, count } => {
-                self.open_new_partitions(stream_id, topic_id, first, count).await
+                self.open_new(stream_id, topic_id, first..first + count).await
             }
             Applied::PartitionsDeleted { stream_id, topic_id, first, count } => {
                 let range = first..first + count;
-                self.remove_partitions(|ns| {
+                let doomed = self.namespaces(|ns| {
                     ns.stream_id() == stream_id && ns.topic_id() == topic_id && range.contains(&ns.partition_id())
-                })
-                .await;
-                for partition_id in first..first + count {
-                    self.storage.remove_dir_all(&self.partition_dir(stream_id, topic_id, partition_id)).await?;
+                });
+                self.on_owners(doomed.clone(), || PartitionOp::Remove).await?;
+                for namespace in doomed {
+                    self.storage.remove_dir_all(&self.partition_dir(namespace)).await?;
                 }
                 Ok(())
             }
@@ -83,54 +103,41 @@ impl<E: Env> System<E> {
         }
     }
 
-    async fn open_new_partitions(&self, stream_id: u32, topic_id: u32, first: u32, count: u32) -> std::io::Result<()> {
-        let settings = match self.metadata.borrow().topic_by_ids(stream_id, topic_id) {
-            Some(topic) => PartitionSettings::from(&topic.settings),
-            None => return Ok(()),
+    fn writer_metadata<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
+        f(&self.writer.as_ref().expect("only shard 0 commits metadata").metadata.borrow())
+    }
+
+    /// Every registered partition matching `keep`, across all shards.
+    fn namespaces(&self, keep: impl Fn(Namespace) -> bool) -> Vec<Namespace> {
+        let table = self.shared.partitions.pin();
+        let mut found: Vec<Namespace> = table.keys().copied().filter(|ns| keep(*ns)).collect();
+        found.sort_unstable();
+        found
+    }
+
+    async fn open_new(&self, stream_id: u32, topic_id: u32, partitions: std::ops::Range<u32>) -> std::io::Result<()> {
+        let Some(settings) =
+            self.writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map(|t| PartitionSettings::from(&t.settings)))
+        else {
+            return Ok(());
         };
-        for partition_id in first..first + count {
-            // A fresh partition must not inherit files of a deleted one with the same ids.
-            self.storage.remove_dir_all(&self.partition_dir(stream_id, topic_id, partition_id)).await?;
-            self.open_partition(stream_id, topic_id, partition_id, settings).await?;
+        let namespaces: Vec<Namespace> = partitions.filter_map(|p| Namespace::new(stream_id, topic_id, p)).collect();
+        self.on_owners(namespaces, || PartitionOp::Open { settings, fresh: true }).await
+    }
+
+    /// Runs a lifecycle operation on each partition's owner and waits for every answer.
+    async fn on_owners(&self, namespaces: Vec<Namespace>, op: impl Fn() -> PartitionOp) -> std::io::Result<()> {
+        for namespace in namespaces {
+            let owner = self.shared.owner(namespace);
+            let reply = if owner == self.shard_id {
+                self.execute_partition(namespace, op()).await
+            } else {
+                self.bus.call(owner, ShardRequest::Partition { namespace, op: op() }).await
+            };
+            reply.map_err(|code| {
+                std::io::Error::other(format!("shard {owner} failed a partition lifecycle operation: {code}"))
+            })?;
         }
         Ok(())
-    }
-
-    /// Unregisters partitions and waits for operations in flight on them to finish.
-    async fn remove_partitions(&self, keep: impl Fn(rill_domain::Namespace) -> bool) {
-        for (namespace, partition) in self.partitions_where(keep) {
-            self.partitions.borrow_mut().remove(&namespace);
-            partition.deleted.set(true);
-            drop(partition.log.lock().await);
-        }
-    }
-
-    async fn purge_partitions(&self, keep: impl Fn(rill_domain::Namespace) -> bool) -> std::io::Result<()> {
-        for (_, partition) in self.partitions_where(keep) {
-            let mut log = partition.log.lock().await;
-            log.purge(&self.storage).await?;
-            partition.refresh(&log);
-        }
-        Ok(())
-    }
-
-    /// Sum of the usage of a topic's partitions.
-    pub(super) fn topic_usage(&self, stream_id: u32, topic_id: u32, partitions: u32) -> Usage {
-        let mut usage = Usage::default();
-        for partition_id in 0..partitions {
-            if let Some(partition) = self.partition_usage(stream_id, topic_id, partition_id) {
-                usage += partition.usage.get();
-            }
-        }
-        usage
-    }
-
-    pub(super) fn partition_handle(
-        &self,
-        stream_id: u32,
-        topic_id: u32,
-        partition_id: u32,
-    ) -> Option<Rc<Partition<E::Storage>>> {
-        self.partition_usage(stream_id, topic_id, partition_id)
     }
 }

@@ -1,0 +1,100 @@
+//! The shard bus on crossfire: one bounded multi-producer inbox per shard. A call sends an
+//! envelope with a oneshot for the reply; a full inbox makes the sender wait (back-pressure),
+//! never drop. The same inbox carries accepted connections handed from shard 0 to a peer.
+
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use crossfire::mpsc::{self, Array};
+use crossfire::oneshot::{self, TxOneshot};
+use crossfire::{AsyncRx, MAsyncTx};
+use rill_application::ports::{ConnectionHandoff, ShardBus, ShardReply, ShardRequest};
+
+/// What a shard's inbox receives.
+pub enum Envelope {
+    /// A request from another shard; answer through `reply`.
+    Call { request: ShardRequest, reply: Responder },
+    /// An accepted TCP connection: the duplicated descriptor and the peer's address.
+    Connection { fd: OwnedFd, peer: SocketAddr },
+    /// Stop serving: the shard flushes and its event loop ends.
+    Shutdown,
+}
+
+/// Sends one reply back to the calling shard.
+pub struct Responder(TxOneshot<ShardReply>);
+
+impl Responder {
+    pub fn reply(self, reply: ShardReply) {
+        self.0.send(reply);
+    }
+}
+
+/// One shard's handle on the bus: it can reach every shard's inbox.
+#[derive(Clone)]
+pub struct CrossfireBus {
+    shard_id: u16,
+    inboxes: Arc<Vec<MAsyncTx<Array<Envelope>>>>,
+}
+
+/// The receiving end of one shard's inbox.
+pub struct Inbox {
+    rx: AsyncRx<Array<Envelope>>,
+}
+
+impl Inbox {
+    /// The next envelope, or `None` once every sender is gone.
+    pub async fn recv(&self) -> Option<Envelope> {
+        self.rx.recv().await.ok()
+    }
+}
+
+/// Builds the bus for `shard_count` shards with inboxes of `capacity` envelopes each.
+pub fn bus(shard_count: u16, capacity: usize) -> (Vec<CrossfireBus>, Vec<Inbox>) {
+    let (senders, inboxes): (Vec<_>, Vec<_>) =
+        (0..shard_count).map(|_| mpsc::bounded_async(capacity)).map(|(tx, rx)| (tx, Inbox { rx })).unzip();
+    let senders = Arc::new(senders);
+    let handles = (0..shard_count).map(|shard_id| CrossfireBus { shard_id, inboxes: senders.clone() }).collect();
+    (handles, inboxes)
+}
+
+impl ConnectionHandoff for CrossfireBus {
+    /// Hands an accepted connection to `shard`. Waits while its inbox is full.
+    async fn hand_off(&self, shard: u16, fd: OwnedFd, peer: SocketAddr) -> Result<(), OwnedFd> {
+        match self.inboxes[shard as usize].send(Envelope::Connection { fd, peer }).await {
+            Ok(()) => Ok(()),
+            Err(error) => match error.0 {
+                Envelope::Connection { fd, .. } => Err(fd),
+                _ => unreachable!("the envelope sent is the one returned"),
+            },
+        }
+    }
+}
+
+impl CrossfireBus {
+    /// Asks every shard's event loop to stop.
+    pub async fn shutdown_all(&self) {
+        for inbox in self.inboxes.iter() {
+            let _ = inbox.send(Envelope::Shutdown).await;
+        }
+    }
+}
+
+impl ShardBus for CrossfireBus {
+    fn shard_id(&self) -> u16 {
+        self.shard_id
+    }
+
+    fn shard_count(&self) -> u16 {
+        self.inboxes.len() as u16
+    }
+
+    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply {
+        let (tx, rx) = oneshot::oneshot();
+        let envelope = Envelope::Call { request, reply: Responder(tx) };
+        if self.inboxes[shard as usize].send(envelope).await.is_err() {
+            return Err(rill_application::ports::bus::unavailable());
+        }
+        rx.await.unwrap_or_else(|_| Err(rill_application::ports::bus::unavailable()))
+    }
+}

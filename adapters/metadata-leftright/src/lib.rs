@@ -1,0 +1,94 @@
+//! Committed metadata published through left-right: shard 0 holds the single write handle
+//! and appends each committed operation; every shard reads through its own read handle,
+//! without locks. `publish` returns only once readers see the operation.
+
+use left_right::{Absorb, ReadHandle, ReadHandleFactory, WriteHandle};
+use rill_application::ports::metadata_view::apply_committed;
+use rill_application::ports::{MetadataPublish, MetadataRead};
+use rill_domain::metadata::Metadata;
+
+/// The copy left-right keeps twice.
+#[derive(Clone, Default)]
+struct View(Metadata);
+
+/// One committed operation, as journaled.
+struct Committed {
+    operation: u8,
+    timestamp: u64,
+    body: Vec<u8>,
+}
+
+impl Absorb<Committed> for View {
+    fn absorb_first(&mut self, op: &mut Committed, _other: &Self) {
+        apply_committed(&mut self.0, op.operation, op.timestamp, &op.body);
+    }
+
+    fn sync_with(&mut self, first: &Self) {
+        self.0 = first.0.clone();
+    }
+}
+
+/// Shard 0's writer.
+pub struct LeftRightPublisher {
+    write: WriteHandle<View, Committed>,
+}
+
+/// A shard's reader; create one per shard thread from the factory.
+pub struct LeftRightReader {
+    read: ReadHandle<View>,
+}
+
+/// Makes more readers; it can be sent to other threads.
+#[derive(Clone)]
+pub struct ReaderFactory(ReadHandleFactory<View>);
+
+impl ReaderFactory {
+    pub fn reader(&self) -> LeftRightReader {
+        LeftRightReader { read: self.0.handle() }
+    }
+}
+
+/// Starts from the recovered metadata.
+pub fn new(metadata: Metadata) -> (LeftRightPublisher, ReaderFactory) {
+    let (mut write, read) = left_right::new_from_empty::<View, Committed>(View(metadata));
+    write.publish();
+    let factory = ReaderFactory(read.factory());
+    (LeftRightPublisher { write }, factory)
+}
+
+impl MetadataPublish for LeftRightPublisher {
+    fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]) {
+        self.write.append(Committed { operation, timestamp, body: body.to_vec() });
+        self.write.publish();
+    }
+}
+
+impl MetadataRead for LeftRightReader {
+    fn read<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
+        let guard = self.read.enter().expect("the write handle lives as long as the server");
+        f(&guard.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rill_domain::wire::codes::operation;
+
+    #[test]
+    fn readers_see_published_operations() {
+        let (mut publisher, factory) = new(Metadata::default());
+        let reader = factory.reader();
+        assert_eq!(reader.read(|m| m.streams().count()), 0);
+        let body = [6u8, b'o', b'r', b'd', b'e', b'r', b's'];
+        publisher.publish(operation::CREATE_STREAM, 42, &body);
+        let other_thread = factory.clone();
+        let seen = std::thread::spawn(move || {
+            other_thread.reader().read(|m| m.streams().map(|s| (s.name.clone(), s.created_at)).collect::<Vec<_>>())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, vec![("orders".to_owned(), 42)]);
+        assert_eq!(reader.read(|m| m.streams().count()), 1);
+    }
+}

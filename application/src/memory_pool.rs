@@ -1,0 +1,241 @@
+//! A memory pool shared by every shard for the buffers of the hot path (a send's body, a
+//! poll's reply), so a busy server reuses a few sizes of buffer instead of asking the
+//! allocator for a fresh one per request.
+//!
+//! Buffers are plain `Vec<u8>`s, so they move into the storage and transport ports and back
+//! unchanged. A buffer's bucket is known from its capacity alone: each bucket hands out
+//! vectors whose capacity is exactly its size, and `release` files a vector by its capacity.
+//!
+//! Capacities are multiples of the 4 KiB page, but addresses are whatever the allocator
+//! returns: page-aligned addresses would need an unsafe custom allocation, and Rill does not
+//! use `O_DIRECT`, the one case where the kernel requires aligned buffers.
+//!
+//! Accounting: the pool counts the bytes of the bucket buffers it has created, in use or
+//! free, and never lets that total pass its budget; past the budget, or above the largest
+//! bucket, `acquire` falls back to a plain allocation of the exact length and counts a miss.
+//! Each bucket counts its buffers in use, and `release` takes a buffer back only while its
+//! bucket has one out. Which physical vector comes back does not matter (same capacity, same
+//! bytes), so the counts stay exact even when a caller releases a vector it did not acquire.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+/// The bucket sizes, ascending: doubling up to 512 KiB, then steps of x1.5 and x4/3 in turn,
+/// so above 512 KiB a buffer leaves at most a third of its capacity unused.
+pub const BUCKET_SIZES: [usize; 28] = [
+    4 * KIB,
+    8 * KIB,
+    16 * KIB,
+    32 * KIB,
+    64 * KIB,
+    128 * KIB,
+    256 * KIB,
+    512 * KIB,
+    768 * KIB,
+    MIB,
+    3 * MIB / 2,
+    2 * MIB,
+    3 * MIB,
+    4 * MIB,
+    6 * MIB,
+    8 * MIB,
+    12 * MIB,
+    16 * MIB,
+    24 * MIB,
+    32 * MIB,
+    48 * MIB,
+    64 * MIB,
+    96 * MIB,
+    128 * MIB,
+    192 * MIB,
+    256 * MIB,
+    384 * MIB,
+    512 * MIB,
+];
+
+/// The page size every bucket size is a multiple of.
+pub const PAGE_BYTES: usize = 4096;
+/// The largest length served from a bucket.
+pub const LARGEST_BUCKET_BYTES: usize = BUCKET_SIZES[BUCKET_SIZES.len() - 1];
+pub const DEFAULT_TOTAL_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// The smallest budget: one buffer of the largest bucket must fit.
+pub const MIN_TOTAL_BYTES: u64 = LARGEST_BUCKET_BYTES as u64;
+pub const DEFAULT_BUCKET_CAPACITY: usize = 8192;
+/// Bounds the free buffers kept per bucket (and the queue slots allocated up front).
+pub const MAX_BUCKET_CAPACITY: usize = 8192;
+
+const _: () = {
+    assert!(BUCKET_SIZES.len() == 28);
+    assert!(BUCKET_SIZES[0] == 4 * KIB && LARGEST_BUCKET_BYTES == 512 * MIB);
+    let mut index = 0;
+    while index < BUCKET_SIZES.len() {
+        assert!(BUCKET_SIZES[index].is_multiple_of(PAGE_BYTES));
+        assert!(index == 0 || BUCKET_SIZES[index - 1] < BUCKET_SIZES[index]);
+        index += 1;
+    }
+    assert!(MIN_TOTAL_BYTES <= DEFAULT_TOTAL_BYTES);
+    assert!(DEFAULT_BUCKET_CAPACITY <= MAX_BUCKET_CAPACITY);
+};
+
+/// Why a pool cannot be built; shown at start with the offending setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("memory pool size {total_bytes} bytes is below the minimum of {MIN_TOTAL_BYTES} bytes (512 MiB)")]
+    TotalTooSmall { total_bytes: u64 },
+    #[error("memory pool bucket_capacity {bucket_capacity} is outside 1..={MAX_BUCKET_CAPACITY}")]
+    BucketCapacityOutOfRange { bucket_capacity: usize },
+}
+
+/// A snapshot of the pool's counters. The counters move independently, so a snapshot taken
+/// while other threads work may be off by the operations in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    /// Bytes of the bucket buffers the pool has created and not dropped, in use or free.
+    pub allocated_bytes: u64,
+    /// Bucket buffers handed out and not yet released.
+    pub in_use_buffers: usize,
+    /// Bucket buffers waiting in the pool for reuse.
+    pub free_buffers: usize,
+    /// Acquires served with a reused buffer.
+    pub hits: u64,
+    /// Acquires that fell back to a plain allocation (over budget, or above the largest bucket).
+    pub misses: u64,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    size: usize,
+    free: ArrayQueue<Vec<u8>>,
+    in_use: AtomicUsize,
+}
+
+/// The pool. `Send + Sync`: every operation is a lock-free queue operation or an atomic.
+#[derive(Debug)]
+pub struct MemoryPool {
+    /// Empty when the pool is disabled.
+    buckets: Vec<Bucket>,
+    total_bytes: u64,
+    allocated_bytes: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl MemoryPool {
+    /// A pool that creates at most `total_bytes` of bucket buffers and keeps at most
+    /// `bucket_capacity` free buffers per bucket.
+    pub fn new(total_bytes: u64, bucket_capacity: usize) -> Result<Self, PoolError> {
+        if total_bytes < MIN_TOTAL_BYTES {
+            return Err(PoolError::TotalTooSmall { total_bytes });
+        }
+        if bucket_capacity == 0 || bucket_capacity > MAX_BUCKET_CAPACITY {
+            return Err(PoolError::BucketCapacityOutOfRange { bucket_capacity });
+        }
+        let buckets = BUCKET_SIZES
+            .iter()
+            .map(|&size| Bucket { size, free: ArrayQueue::new(bucket_capacity), in_use: AtomicUsize::new(0) })
+            .collect();
+        Ok(Self { buckets, total_bytes, ..Self::disabled() })
+    }
+
+    /// A pool that never pools: every acquire is a plain allocation, counted neither as a
+    /// hit nor as a miss, and every release drops the buffer.
+    pub fn disabled() -> Self {
+        Self {
+            buckets: Vec::new(),
+            total_bytes: 0,
+            allocated_bytes: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        !self.buckets.is_empty()
+    }
+
+    /// A buffer of exactly `len` bytes. Its bytes are initialized but not necessarily zero:
+    /// a reused buffer keeps what its last user wrote, so callers overwrite all `len` bytes
+    /// before reading them or sending them anywhere. Clearing on every reuse would cost a
+    /// memset of up to 512 MiB on the hot path.
+    pub fn acquire(&self, len: usize) -> Vec<u8> {
+        if !self.is_enabled() {
+            return vec![0; len];
+        }
+        let Some(bucket) = self.bucket_for_len(len) else {
+            return self.miss(len);
+        };
+        if let Some(mut buf) = bucket.free.pop() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            bucket.in_use.fetch_add(1, Ordering::Relaxed);
+            // Shortening keeps the old bytes; only growing past the old length writes zeros.
+            buf.resize(len, 0);
+            return buf;
+        }
+        if !self.reserve(bucket.size) {
+            return self.miss(len);
+        }
+        bucket.in_use.fetch_add(1, Ordering::Relaxed);
+        // `vec!` of zeros asks for zeroed memory, which large allocations get as fresh pages
+        // from the kernel, so the bytes past `len` cost nothing until written.
+        let mut buf = vec![0; bucket.size];
+        buf.truncate(len);
+        buf
+    }
+
+    /// Gives a buffer back. It is kept for reuse if its capacity is a bucket size, that
+    /// bucket has a buffer out, and the bucket has room; otherwise it is dropped, and if it
+    /// was the pool's its bytes leave the budget. A buffer that grew past its bucket while
+    /// out has a new capacity and is dropped as foreign, leaving its old bucket one buffer
+    /// short of coming home, so callers size buffers with `acquire` and never outgrow them.
+    pub fn release(&self, buf: Vec<u8>) {
+        let Some(bucket) = self.bucket_for_capacity(buf.capacity()) else {
+            return;
+        };
+        let returned = bucket.in_use.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| count.checked_sub(1));
+        if returned.is_err() {
+            return;
+        }
+        if bucket.free.push(buf).is_err() {
+            self.allocated_bytes.fetch_sub(bucket.size as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            allocated_bytes: self.allocated_bytes.load(Ordering::Relaxed),
+            in_use_buffers: self.buckets.iter().map(|bucket| bucket.in_use.load(Ordering::Relaxed)).sum(),
+            free_buffers: self.buckets.iter().map(|bucket| bucket.free.len()).sum(),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The smallest bucket that holds `len` bytes.
+    fn bucket_for_len(&self, len: usize) -> Option<&Bucket> {
+        self.buckets.get(BUCKET_SIZES.partition_point(|&size| size < len))
+    }
+
+    fn bucket_for_capacity(&self, capacity: usize) -> Option<&Bucket> {
+        let index = BUCKET_SIZES.binary_search(&capacity).ok()?;
+        self.buckets.get(index)
+    }
+
+    /// Takes `size` bytes out of the budget, or says there is no room.
+    fn reserve(&self, size: usize) -> bool {
+        let size = size as u64;
+        self.allocated_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |allocated| {
+                allocated.checked_add(size).filter(|&total| total <= self.total_bytes)
+            })
+            .is_ok()
+    }
+
+    fn miss(&self, len: usize) -> Vec<u8> {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        vec![0; len]
+    }
+}

@@ -1,0 +1,123 @@
+//! Shard bus port: requests from one shard to another and their replies.
+//!
+//! Contract:
+//! - `call` delivers the request to the target shard's inbox and resolves with that shard's
+//!   reply. A full inbox applies back-pressure (the call waits); a request is never dropped.
+//! - A call to the caller's own shard is allowed and behaves like any other.
+//! - Requests and replies are plain owned data, so any adapter can carry them across threads.
+
+use rill_domain::Namespace;
+use rill_domain::error::ErrorCode;
+use rill_domain::polling::PollingStrategy;
+
+use crate::partition::{ConsumerKey, PartitionSettings};
+
+/// An operation on one partition, executed by the partition's owning shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionOp {
+    Send {
+        messages_count: u32,
+        batch: Vec<u8>,
+        stream_id: u32,
+        topic_id: u32,
+    },
+    Poll {
+        key: ConsumerKey,
+        strategy: PollingStrategy,
+        count: u32,
+        auto_commit: bool,
+    },
+    GetOffset {
+        key: ConsumerKey,
+    },
+    StoreOffset {
+        key: ConsumerKey,
+        offset: u64,
+    },
+    DeleteOffset {
+        key: ConsumerKey,
+    },
+    Flush {
+        fsync: bool,
+    },
+    DeleteSegments {
+        count: u32,
+    },
+    /// Lifecycle, sent by shard 0 while it commits a metadata operation.
+    Open {
+        settings: PartitionSettings,
+        fresh: bool,
+    },
+    Remove,
+    Purge,
+}
+
+/// What travels over the bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardRequest {
+    Partition {
+        namespace: Namespace,
+        op: PartitionOp,
+    },
+    /// A metadata mutation forwarded to shard 0: the request's operation byte and body.
+    Metadata {
+        operation: u8,
+        body: Vec<u8>,
+    },
+    /// Flush every partition the shard owns (shutdown).
+    FlushAll,
+}
+
+/// A reply body on success, or the error code to put on the wire.
+pub type ShardReply = Result<Vec<u8>, ErrorCode>;
+
+#[allow(async_fn_in_trait)]
+pub trait ShardBus {
+    /// This shard's id.
+    fn shard_id(&self) -> u16;
+    fn shard_count(&self) -> u16;
+    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply;
+}
+
+/// The error a call gets when the target shard is gone (it is shutting down).
+pub fn unavailable() -> ErrorCode {
+    ErrorCode::Error
+}
+
+/// Listener hand-off port: shard 0 passes an accepted connection's duplicated descriptor
+/// to the shard that will serve it.
+///
+/// Contract: on success the target shard owns the descriptor and serves the connection; on
+/// failure (the target is gone) the descriptor comes back to the caller.
+#[allow(async_fn_in_trait)]
+pub trait ConnectionHandoff {
+    async fn hand_off(
+        &self,
+        shard: u16,
+        fd: std::os::fd::OwnedFd,
+        peer: std::net::SocketAddr,
+    ) -> Result<(), std::os::fd::OwnedFd>;
+}
+
+/// Picks the shard for the next accepted plaintext connection: round-robin over the peer
+/// shards (1..n), so shard 0 keeps its time for listeners, metadata and TLS/QUIC sessions.
+/// With one shard, shard 0 serves everything.
+pub fn next_connection_shard(accepted: u64, shard_count: u16) -> u16 {
+    if shard_count <= 1 {
+        return 0;
+    }
+    1 + (accepted % u64::from(shard_count - 1)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_rotate_over_peer_shards() {
+        let picks: Vec<u16> = (0..6).map(|n| next_connection_shard(n, 3)).collect();
+        assert_eq!(picks, vec![1, 2, 1, 2, 1, 2]);
+        assert!((0..5).all(|n| next_connection_shard(n, 1) == 0));
+        assert!((0..5).all(|n| next_connection_shard(n, 2) == 1));
+    }
+}

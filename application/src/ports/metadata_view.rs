@@ -1,0 +1,30 @@
+//! Metadata view ports: every shard reads the committed metadata through its own reader,
+//! without locks; shard 0 alone publishes committed operations to all readers.
+//!
+//! Contract: after `publish` returns, every reader on every shard observes the operation.
+//! `read` never blocks on a writer.
+
+use rill_domain::metadata::Metadata;
+
+pub trait MetadataRead {
+    fn read<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R;
+}
+
+pub trait MetadataPublish {
+    /// Applies a committed operation (journaled as `operation`, `timestamp`, `body`) to the
+    /// readers' copies and makes it visible.
+    fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]);
+}
+
+/// Applies a journaled operation to a metadata copy. The operation was validated when it
+/// was committed, so a refusal here means the copies diverged: a bug.
+pub fn apply_committed(metadata: &mut Metadata, operation: u8, timestamp: u64, body: &[u8]) {
+    use rill_domain::wire::command::Command;
+    match Command::decode(operation, 0, body) {
+        Ok(Command::Metadata(op)) => {
+            let result = metadata.apply(&op, timestamp);
+            assert!(result.is_ok(), "a committed metadata operation was refused by a replica copy: {result:?}");
+        }
+        other => panic!("a committed metadata operation does not decode: {other:?}"),
+    }
+}

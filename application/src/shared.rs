@@ -1,0 +1,118 @@
+//! State every shard sees: the client registry, the root account, session numbering, the
+//! commit number, and the partition table (owner shard and live counters of every
+//! partition). Everything here is `Send + Sync`; nothing here is on a shard's hot path
+//! except lock-free reads of the partition table.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use rill_domain::Namespace;
+use rill_domain::wire::response::Usage;
+
+use crate::credentials::RootUser;
+use crate::system::{ClientRegistry, SystemConfig};
+
+/// Live counters of one partition, written by its owner and read by any shard.
+#[derive(Debug)]
+pub struct PartitionStats {
+    pub shard: u16,
+    size_bytes: AtomicU64,
+    messages_count: AtomicU64,
+    segments_count: AtomicU32,
+    current_offset: AtomicU64,
+}
+
+impl PartitionStats {
+    pub fn new(shard: u16) -> Self {
+        Self {
+            shard,
+            size_bytes: AtomicU64::new(0),
+            messages_count: AtomicU64::new(0),
+            segments_count: AtomicU32::new(0),
+            current_offset: AtomicU64::new(0),
+        }
+    }
+
+    pub fn set(&self, usage: Usage, segments_count: u32, current_offset: u64) {
+        self.size_bytes.store(usage.size_bytes, Ordering::Relaxed);
+        self.messages_count.store(usage.messages_count, Ordering::Relaxed);
+        self.segments_count.store(segments_count, Ordering::Relaxed);
+        self.current_offset.store(current_offset, Ordering::Relaxed);
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage {
+            size_bytes: self.size_bytes.load(Ordering::Relaxed),
+            messages_count: self.messages_count.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn segments_count(&self) -> u32 {
+        self.segments_count.load(Ordering::Relaxed)
+    }
+
+    pub fn current_offset(&self) -> u64 {
+        self.current_offset.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters of the shard bus, for tests and stats.
+#[derive(Debug, Default)]
+pub struct BusCounters {
+    /// Partition operations executed on a shard other than the connection's.
+    pub forwarded: AtomicU64,
+    /// Metadata operations forwarded to shard 0.
+    pub metadata_forwarded: AtomicU64,
+}
+
+pub struct Shared {
+    pub config: SystemConfig,
+    pub shard_count: u16,
+    pub clients: ClientRegistry,
+    pub root: RootUser,
+    next_session: AtomicU64,
+    commit: AtomicU64,
+    pub start_time_us: u64,
+    /// Namespace to owner shard and counters; lock-free for readers.
+    pub partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
+    pub bus: BusCounters,
+}
+
+impl Shared {
+    pub fn new(config: SystemConfig, shard_count: u16, root: RootUser, commit: u64, start_time_us: u64) -> Self {
+        assert!(shard_count > 0, "at least one shard");
+        Self {
+            config,
+            shard_count,
+            clients: ClientRegistry::default(),
+            root,
+            next_session: AtomicU64::new(1),
+            commit: AtomicU64::new(commit),
+            start_time_us,
+            partitions: papaya::HashMap::new(),
+            bus: BusCounters::default(),
+        }
+    }
+
+    /// Sessions are strictly increasing and never zero.
+    pub fn next_session(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.commit.load(Ordering::Acquire)
+    }
+
+    pub fn set_commit(&self, commit: u64) {
+        self.commit.fetch_max(commit, Ordering::Release);
+    }
+
+    /// The owner of a partition: the Murmur3 routing rule over the packed namespace.
+    pub fn owner(&self, namespace: Namespace) -> u16 {
+        namespace.shard(self.shard_count)
+    }
+
+    pub fn stats(&self, namespace: Namespace) -> Option<Arc<PartitionStats>> {
+        self.partitions.pin().get(&namespace).cloned()
+    }
+}

@@ -1,0 +1,83 @@
+//! Thread-per-core behaviour seen from outside: connections are handed to peer shards, and
+//! partitions owned by every shard are served from any connection.
+
+use iggy::prelude::*;
+use rill_tests::{TestServer, connect_root, id, poll_all, sample_message, topic_options};
+
+fn sharded(shards: u32) -> anyhow::Result<TestServer> {
+    let count = shards.to_string();
+    TestServer::start_with_env(&[
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", count.as_str()),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+    ])
+}
+
+/// The shard each accepted connection was served by, from the server's log.
+fn serving_shards(server: &TestServer) -> Vec<String> {
+    server
+        .logs()
+        .lines()
+        .filter(|line| line.contains("client connected"))
+        .filter_map(|line| line.split_whitespace().find_map(|field| field.strip_prefix("shard=")).map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn connections_are_served_by_peer_shards() -> anyhow::Result<()> {
+    let server = sharded(3)?;
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let client = connect_root(&server.tcp_address()).await?;
+        client.get_me().await?;
+        clients.push(client);
+    }
+    let shards = serving_shards(&server);
+    assert!(shards.len() >= 4, "connections not logged: {shards:?}\n{}", server.logs());
+    assert!(shards.iter().all(|shard| shard != "0"), "shard 0 kept a plaintext connection: {shards:?}");
+    assert!(shards.iter().any(|s| s == "1") && shards.iter().any(|s| s == "2"), "not spread over peers: {shards:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_shard_serves_everything_itself() -> anyhow::Result<()> {
+    let server = sharded(1)?;
+    let client = connect_root(&server.tcp_address()).await?;
+    client.get_me().await?;
+    assert!(serving_shards(&server).iter().all(|shard| shard == "0"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn partitions_of_every_shard_answer_any_connection() -> anyhow::Result<()> {
+    let server = sharded(3)?;
+    let writer = connect_root(&server.tcp_address()).await?;
+    let reader = connect_root(&server.tcp_address()).await?;
+    for stream in 0..3u32 {
+        writer.create_stream(&format!("stream-{stream}")).await?;
+        writer.create_topic(&id(stream), "events", &topic_options(4)).await?;
+    }
+    // 12 partitions spread over three shards; both connections sit on peer shards, so most
+    // of these requests travel the bus to their owner and back.
+    for stream in 0..3u32 {
+        for partition in 0..4u32 {
+            let seed = u64::from(stream * 100 + partition * 10);
+            let mut batch: Vec<IggyMessage> = (seed..seed + 10).map(sample_message).collect();
+            writer.send_messages(&id(stream), &id(0), &Partitioning::partition_id(partition), &mut batch).await?;
+        }
+    }
+    for stream in 0..3u32 {
+        for partition in 0..4u32 {
+            let polled = poll_all(&reader, &id(stream), &id(0), partition).await?;
+            let seed = u64::from(stream * 100 + partition * 10);
+            let ids: Vec<u128> = polled.iter().map(|m| m.header.id).collect();
+            assert_eq!(
+                ids,
+                (seed + 1..seed + 11).map(u128::from).collect::<Vec<_>>(),
+                "stream {stream} partition {partition}"
+            );
+        }
+    }
+    let stats = reader.get_stats().await?;
+    assert_eq!((stats.streams_count, stats.partitions_count, stats.messages_count), (3, 12, 120));
+    Ok(())
+}
