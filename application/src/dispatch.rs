@@ -1,11 +1,12 @@
 //! Request dispatch: header checks, decoding, the session rules of protocol 0.11, routing
 //! to a use case, and the reply frame. Transports call `handle` once per request frame.
 
+use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::version;
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::command::{Command, Credentials, DecodeError};
-use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, encode_reply};
+use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, encode_reply, write_reply};
 use rill_domain::wire::response;
 
 use crate::ports::Env;
@@ -90,7 +91,11 @@ impl<E: Env> System<E> {
             command => {
                 let result = self.execute(connection, header, body, command).await;
                 let frame = match result {
-                    Ok(reply_body) => encode_reply(header, self.commit(), 0, &reply_body),
+                    Ok(reply_body) => {
+                        let mut frame = self.shared.pool.acquire(HEADER_SIZE + reply_body.len());
+                        write_reply(&mut frame, header, self.commit(), 0, &reply_body);
+                        frame
+                    }
                     Err(code) => encode_reply(header, self.commit(), code.code(), &[]),
                 };
                 Outcome::Reply(frame)

@@ -10,6 +10,7 @@ use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
 
 use crate::credentials::RootUser;
+use crate::memory_pool::MemoryPool;
 use crate::system::{ClientRegistry, SystemConfig};
 
 /// Live counters of one partition, written by its owner and read by any shard.
@@ -76,10 +77,19 @@ pub struct Shared {
     /// Namespace to owner shard and counters; lock-free for readers.
     pub partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
     pub bus: BusCounters,
+    /// Buffers for request bodies, reply frames and journaled batches.
+    pub pool: MemoryPool,
 }
 
 impl Shared {
-    pub fn new(config: SystemConfig, shard_count: u16, root: RootUser, commit: u64, start_time_us: u64) -> Self {
+    pub fn new(
+        config: SystemConfig,
+        shard_count: u16,
+        root: RootUser,
+        commit: u64,
+        start_time_us: u64,
+        pool: MemoryPool,
+    ) -> Self {
         assert!(shard_count > 0, "at least one shard");
         Self {
             config,
@@ -91,6 +101,7 @@ impl Shared {
             start_time_us,
             partitions: papaya::HashMap::new(),
             bus: BusCounters::default(),
+            pool,
         }
     }
 

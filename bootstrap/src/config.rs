@@ -20,12 +20,20 @@ pub struct Listener {
     pub address: String,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPoolConfig {
+    pub enabled: bool,
+    pub size_bytes: u64,
+    pub bucket_capacity: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub system_path: String,
     pub cpu_allocation: String,
     pub pin_threads: bool,
     pub inbox_capacity: usize,
+    pub memory_pool: MemoryPoolConfig,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -141,7 +149,27 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     if !(1..=1 << 20).contains(&inbox_capacity) {
         bail!("invalid value for `system.sharding.inbox_capacity`: `{inbox_capacity}` (expected 1 to 1048576)");
     }
+    let pool_size = text("system.memory_pool.size");
+    let size_bytes =
+        rill_domain::topic_options::parse_size_bytes(&pool_size).filter(|&bytes| bytes > 0).with_context(|| {
+            format!("invalid value for `system.memory_pool.size`: `{pool_size}` (expected a size such as \"4 GiB\")")
+        })?;
+    let bucket_capacity =
+        leaves["system.memory_pool.bucket_capacity"].as_integer().expect("types were checked against the defaults");
+    let memory_pool = MemoryPoolConfig {
+        enabled: flag("system.memory_pool.enabled"),
+        size_bytes,
+        bucket_capacity: usize::try_from(bucket_capacity).unwrap_or(usize::MAX),
+    };
+    if memory_pool.enabled {
+        if let Err(error) =
+            rill_application::memory_pool::MemoryPool::new(memory_pool.size_bytes, memory_pool.bucket_capacity)
+        {
+            bail!("invalid `system.memory_pool` settings: {error}");
+        }
+    }
     Ok(Config {
+        memory_pool,
         system_path: text("system.path"),
         cpu_allocation: text("system.sharding.cpu_allocation"),
         pin_threads: flag("system.sharding.pin_threads"),
@@ -220,6 +248,20 @@ mod tests {
         assert!(error.contains("cpu_allocation") && error.contains("8..2"), "{error}");
         let error = load(None, &env(&[("IGGY_SYSTEM_SHARDING_INBOX_CAPACITY", "0")])).unwrap_err().to_string();
         assert!(error.contains("inbox_capacity"), "{error}");
+    }
+
+    #[test]
+    fn memory_pool_settings_are_validated() {
+        let config = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_SIZE", "1 GiB")])).unwrap();
+        assert_eq!(config.memory_pool.size_bytes, 1 << 30);
+        let error = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_SIZE", "100 MiB")])).unwrap_err().to_string();
+        assert!(error.contains("memory_pool"), "{error}");
+        let error = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_SIZE", "lots")])).unwrap_err().to_string();
+        assert!(error.contains("lots"), "{error}");
+        let error = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_BUCKET_CAPACITY", "9000")])).unwrap_err().to_string();
+        assert!(error.contains("9000"), "{error}");
+        let config = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_ENABLED", "false")])).unwrap();
+        assert!(!config.memory_pool.enabled);
     }
 
     #[test]

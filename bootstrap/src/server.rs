@@ -15,6 +15,7 @@ use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, Reade
 use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::UringStorage;
 use rill_application::credentials::RootSeed;
+use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::pinning::shard_cores;
 use rill_application::ports::{Clock, Env, Pinning};
 use rill_application::system::recover;
@@ -110,6 +111,35 @@ pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
     result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))?
 }
 
+fn memory_pool(config: &Config) -> anyhow::Result<MemoryPool> {
+    let settings = config.memory_pool;
+    if !settings.enabled {
+        return Ok(MemoryPool::disabled());
+    }
+    MemoryPool::new(settings.size_bytes, settings.bucket_capacity)
+        .map_err(|error| anyhow::anyhow!("memory pool: {error}"))
+}
+
+/// Logs the pool's use once a minute, and once more at shutdown.
+async fn report_pool(shared: Arc<Shared>) {
+    loop {
+        compio::time::sleep(std::time::Duration::from_secs(60)).await;
+        log_pool(&shared);
+    }
+}
+
+fn log_pool(shared: &Shared) {
+    let stats = shared.pool.stats();
+    tracing::info!(
+        allocated_bytes = stats.allocated_bytes,
+        in_use = stats.in_use_buffers,
+        free = stats.free_buffers,
+        hits = stats.hits,
+        misses = stats.misses,
+        "memory pool"
+    );
+}
+
 fn pin(core: Option<usize>) -> anyhow::Result<()> {
     if let Some(core) = core {
         AffinityPinning.pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;
@@ -200,7 +230,14 @@ impl Shard0 {
         }
         let clock = SystemClock::default();
         let commit = recovered.journal.commit();
-        let shared = Arc::new(Shared::new(system_config, self.shard_count, recovered.root, commit, clock.now_us()));
+        let shared = Arc::new(Shared::new(
+            system_config,
+            self.shard_count,
+            recovered.root,
+            commit,
+            clock.now_us(),
+            memory_pool(&self.config)?,
+        ));
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata.clone());
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
@@ -224,11 +261,13 @@ impl Shard0 {
         println!("rill-server listening on {local} with {} shards", self.shard_count);
         let serving =
             compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, self.bus.clone()));
+        compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         wait_for_signal().await?;
         tracing::info!("shutdown requested: flushing partitions on every shard");
         drop(serving);
         system.flush_all().await.context("flushing partitions at shutdown")?;
         self.bus.shutdown_all().await;
+        log_pool(&system.shared);
         tracing::info!("shutdown complete");
         Ok(())
     }

@@ -6,6 +6,7 @@ use std::io;
 use std::path::Path;
 
 use compio::BufResult;
+use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
 use rill_application::ports::{Storage, StorageFile};
@@ -27,8 +28,11 @@ impl StorageFile for UringFile {
         if buf.is_empty() {
             return (Ok(()), buf);
         }
-        let BufResult(result, buf) = self.file.read_exact_at(buf, position).await;
-        (result, buf)
+        // compio reads fill a buffer's capacity; bound the read to the buffer's length so a
+        // recycled buffer with spare capacity reads exactly what was asked.
+        let len = buf.len();
+        let BufResult(result, buf) = self.file.read_exact_at(buf.slice(..len), position).await;
+        (result, buf.into_inner())
     }
 
     async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>) {

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use compio::BufResult;
+use compio::buf::{IntoInner, IoBuf};
 use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
@@ -114,19 +115,25 @@ async fn request_loop<E: Env>(
         let size = frame_size(header_bytes)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
         let header = RequestHeader::parse(header_bytes);
-        let body = vec![0u8; size - HEADER_SIZE];
+        let pool = &system.shared.pool;
+        let body = pool.acquire(size - HEADER_SIZE);
         let body = if body.is_empty() {
             body
         } else {
-            let BufResult(result, body) = stream.read_exact(body).await;
+            // compio reads fill a buffer's capacity; a pooled buffer is larger than the body,
+            // so the read is bounded to the body's length.
+            let len = body.len();
+            let BufResult(result, body) = stream.read_exact(body.slice(..len)).await;
             result?;
-            body
+            body.into_inner()
         };
         let (frame, keep_open) = match system.handle(connection, &header, &body).await {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        let BufResult(result, _) = stream.write_all(frame).await;
+        pool.release(body);
+        let BufResult(result, frame) = stream.write_all(frame).await;
+        pool.release(frame);
         result?;
         if !keep_open {
             return Ok(());

@@ -53,6 +53,8 @@ pub struct PartitionLog<S: Storage> {
     journal_bytes: u64,
     next_offset: u64,
     pub offsets: ConsumerOffsets<S::File>,
+    /// Buffers whose bytes are on disk, waiting to be recycled by the caller.
+    spent: Vec<Vec<u8>>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -84,6 +86,7 @@ impl<S: Storage> PartitionLog<S> {
             journal_bytes: 0,
             next_offset,
             offsets,
+            spent: Vec::new(),
         })
     }
 
@@ -158,7 +161,14 @@ impl<S: Storage> PartitionLog<S> {
         if pending.is_empty() {
             return Ok(());
         }
-        self.segments.last_mut().unwrap().append(pending, fsync).await
+        let written = self.segments.last_mut().unwrap().append(pending, fsync).await?;
+        self.spent.extend(written);
+        Ok(())
+    }
+
+    /// Takes the buffers already written to disk, for the caller's memory pool.
+    pub fn take_spent(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.spent)
     }
 
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {

@@ -121,8 +121,9 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
-    /// their index entries; both fsynced when asked.
-    pub async fn append(&mut self, batches: Vec<Vec<u8>>, fsync: bool) -> io::Result<()> {
+    /// their index entries; both fsynced when asked. The written buffers come back so the
+    /// caller can recycle them.
+    pub async fn append(&mut self, batches: Vec<Vec<u8>>, fsync: bool) -> io::Result<Vec<Vec<u8>>> {
         let mut index_bytes = Vec::with_capacity(batches.len() * INDEX_ENTRY_SIZE);
         let mut position = self.size_bytes;
         let mut new_entries = Vec::with_capacity(batches.len());
@@ -134,11 +135,13 @@ impl<F: StorageFile> Segment<F> {
         }
         let mut write_position = self.size_bytes;
         let mut remaining = batches;
+        let mut written = Vec::with_capacity(remaining.len());
         while !remaining.is_empty() {
             let rest = remaining.split_off(remaining.len().min(MAX_IOVECS_PER_WRITE));
             let chunk_len: u64 = remaining.iter().map(|b| b.len() as u64).sum();
-            let (result, _) = self.log.write_at(remaining, write_position).await;
+            let (result, bufs) = self.log.write_at(remaining, write_position).await;
             result?;
+            written.extend(bufs);
             write_position += chunk_len;
             remaining = rest;
         }
@@ -151,7 +154,7 @@ impl<F: StorageFile> Segment<F> {
         }
         self.entries.extend(new_entries);
         self.size_bytes = position;
-        Ok(())
+        Ok(written)
     }
 
     pub async fn sync(&self) -> io::Result<()> {

@@ -80,7 +80,9 @@ impl<E: Env> System<E> {
         }
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
         batch::validate(bytes, messages_count)?;
-        let op = PartitionOp::Send { messages_count, batch: bytes.to_vec(), stream_id, topic_id };
+        let mut batch = self.shared.pool.acquire(bytes.len());
+        batch.copy_from_slice(bytes);
+        let op = PartitionOp::Send { messages_count, batch, stream_id, topic_id };
         self.route_partition(namespace, op).await
     }
 

@@ -79,6 +79,9 @@ impl<E: Env> System<E> {
         }
         let reply = self.execute_locked(namespace, &mut log, op).await;
         partition.refresh(&log);
+        for buffer in log.take_spent() {
+            self.shared.pool.release(buffer);
+        }
         reply
     }
 

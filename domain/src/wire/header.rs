@@ -86,6 +86,15 @@ impl RequestHeader {
 /// Writes a reply frame: header plus `body`, echoing the request's identity fields.
 pub fn encode_reply(request: &RequestHeader, commit: u64, status: u32, body: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; HEADER_SIZE + body.len()];
+    write_reply(&mut out, request, commit, status, body);
+    out
+}
+
+/// Writes a reply frame into `out`, which must be exactly `256 + body.len()` bytes long (a
+/// recycled buffer: every header byte is written, reserved ones as zero).
+pub fn write_reply(out: &mut [u8], request: &RequestHeader, commit: u64, status: u32, body: &[u8]) {
+    assert_eq!(out.len(), HEADER_SIZE + body.len(), "reply buffer must fit header and body exactly");
+    out[..HEADER_SIZE].fill(0);
     out[48..52].copy_from_slice(&((HEADER_SIZE + body.len()) as u32).to_le_bytes());
     out[OFFSET_COMMAND] = COMMAND_REPLY;
     out[128..144].copy_from_slice(&request.request_checksum.to_le_bytes());
@@ -97,7 +106,6 @@ pub fn encode_reply(request: &RequestHeader, commit: u64, status: u32, body: &[u
     out[208] = request.operation;
     out[216..220].copy_from_slice(&status.to_le_bytes());
     out[HEADER_SIZE..].copy_from_slice(body);
-    out
 }
 
 /// Why a session is refused or ended; the byte at offset 255 of an Eviction frame.
