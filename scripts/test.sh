@@ -25,3 +25,9 @@ fi
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
 cargo test -p rill-adapter-pinning --features numa
+
+# The default run above uses cpu_allocation = "all" (one shard per core). Run the black-box
+# suite again against one shard and against three (more shards than this 2-core machine
+# has cores, so unpinned), which places connections and partitions on different shards.
+RILL_TEST_SHARDS=1 cargo test -p rill-tests --no-fail-fast
+RILL_TEST_SHARDS=3 cargo test -p rill-tests --no-fail-fast

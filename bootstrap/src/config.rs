@@ -161,12 +161,11 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         size_bytes,
         bucket_capacity: usize::try_from(bucket_capacity).unwrap_or(usize::MAX),
     };
-    if memory_pool.enabled {
-        if let Err(error) =
-            rill_application::memory_pool::MemoryPool::new(memory_pool.size_bytes, memory_pool.bucket_capacity)
-        {
-            bail!("invalid `system.memory_pool` settings: {error}");
-        }
+    if let (true, Err(error)) = (
+        memory_pool.enabled,
+        rill_application::memory_pool::MemoryPool::new(memory_pool.size_bytes, memory_pool.bucket_capacity),
+    ) {
+        bail!("invalid `system.memory_pool` settings: {error}");
     }
     Ok(Config {
         memory_pool,
