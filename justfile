@@ -21,9 +21,10 @@ tidy:
 
 # Release-mode benchmark through the official client: 2 producers, 1,000-message batches
 # of 1 KB to 2 streams, then 2 consumers reading everything back. Extra flags pass through
-# (e.g. `just bench --persisted`).
+# (e.g. `just bench --persisted`). Runs once against 1 shard and once against 2.
 bench *FLAGS:
     cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench
-    ./target/release/rill-bench {{FLAGS}}
+    ./target/release/rill-bench --shards 1 {{FLAGS}}
+    ./target/release/rill-bench --shards 2 {{FLAGS}}
 
 ci: lint tidy test

@@ -20,6 +20,8 @@ struct Options {
     messages_per_batch: u32,
     message_size: usize,
     persisted: bool,
+    /// Shards of the server the benchmark starts (ignored with `--address`).
+    shards: Option<u32>,
 }
 
 fn parse_options() -> anyhow::Result<Options> {
@@ -30,6 +32,7 @@ fn parse_options() -> anyhow::Result<Options> {
         messages_per_batch: 1000,
         message_size: 1000,
         persisted: false,
+        shards: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -41,8 +44,9 @@ fn parse_options() -> anyhow::Result<Options> {
             "--messages-per-batch" => options.messages_per_batch = value()?.parse()?,
             "--message-size" => options.message_size = value()?.parse()?,
             "--persisted" => options.persisted = true,
+            "--shards" => options.shards = Some(value()?.parse()?),
             other => bail!(
-                "unknown flag {other}; flags: --address A --producers N --batches N --messages-per-batch N --message-size BYTES --persisted"
+                "unknown flag {other}; flags: --address A --producers N --batches N --messages-per-batch N --message-size BYTES --persisted --shards N"
             ),
         }
     }
@@ -199,6 +203,13 @@ async fn main() -> anyhow::Result<()> {
         }
         rill_tests::use_server_binary(release);
     }
-    let server = TestServer::start()?;
+    let server = match options.shards {
+        Some(shards) => {
+            let shards = shards.to_string();
+            TestServer::start_with_env(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards.as_str())])?
+        }
+        None => TestServer::start()?,
+    };
+    println!("server: {}", server.logs().lines().find(|l| l.contains("listening on")).unwrap_or("?").trim());
     run(server.tcp_address(), options).await
 }
