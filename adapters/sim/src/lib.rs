@@ -1,10 +1,15 @@
 //! Simulated adapters: in-memory storage that tells written bytes from durable ones and
-//! can crash, and a manual clock. Tests drive the use cases through these, without threads.
+//! can crash, a manual clock, an in-process shard bus, shared metadata views and recorded
+//! pinning. Tests drive the use cases through these, without threads.
 
+mod bus;
 mod clock;
+mod metadata;
 mod pinning;
 mod storage;
 
+pub use bus::{LocalBus, LocalShards};
 pub use clock::ManualClock;
+pub use metadata::SimMetadata;
 pub use pinning::SimPinning;
 pub use storage::{SimFile, SimStorage};

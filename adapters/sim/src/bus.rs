@@ -1,0 +1,63 @@
+//! An in-process shard bus for tests without threads: a call runs the target shard's
+//! handler directly on the caller's executor, so a multi-shard server is one deterministic
+//! single-threaded program.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+
+use rill_application::System;
+use rill_application::ports::{Env, ShardBus, ShardReply, ShardRequest};
+
+/// The shards of one simulated server, registered once they are built.
+pub struct LocalShards<E: Env> {
+    shards: RefCell<Vec<Weak<System<E>>>>,
+}
+
+impl<E: Env> Default for LocalShards<E> {
+    fn default() -> Self {
+        Self { shards: RefCell::new(Vec::new()) }
+    }
+}
+
+impl<E: Env> LocalShards<E> {
+    pub fn register(&self, shard: &Rc<System<E>>) {
+        self.shards.borrow_mut().push(Rc::downgrade(shard));
+    }
+}
+
+pub struct LocalBus<E: Env> {
+    shard_id: u16,
+    shard_count: u16,
+    shards: Rc<LocalShards<E>>,
+    /// Every call made through this handle, for tests: (target shard, request).
+    pub calls: Rc<RefCell<Vec<(u16, ShardRequest)>>>,
+}
+
+impl<E: Env> LocalBus<E> {
+    pub fn new(shard_id: u16, shard_count: u16, shards: Rc<LocalShards<E>>) -> Self {
+        Self { shard_id, shard_count, shards, calls: Rc::default() }
+    }
+}
+
+impl<E: Env> ShardBus for LocalBus<E> {
+    fn shard_id(&self) -> u16 {
+        self.shard_id
+    }
+
+    fn shard_count(&self) -> u16 {
+        self.shard_count
+    }
+
+    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply {
+        self.calls.borrow_mut().push((shard, request.clone()));
+        let target = self.shards.shards.borrow().get(shard as usize).and_then(Weak::upgrade);
+        let Some(target) = target else { return Err(rill_application::ports::bus::unavailable()) };
+        // Boxed and type-erased: a shard's handler may call the bus again (shard 0 opening
+        // partitions on their owners), and the recursion needs a finite future type.
+        let reply: Pin<Box<dyn Future<Output = ShardReply>>> =
+            Box::pin(async move { target.on_bus_request(request).await });
+        reply.await
+    }
+}
