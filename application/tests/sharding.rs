@@ -30,6 +30,9 @@ impl Env for SimEnv {
 
 const SHARDS: u16 = 3;
 
+/// The calls one shard's bus handle made.
+type CallLog = Rc<std::cell::RefCell<Vec<(u16, ShardRequest)>>>;
+
 fn config() -> SystemConfig {
     SystemConfig {
         data_path: PathBuf::from("/data"),
@@ -41,7 +44,7 @@ fn config() -> SystemConfig {
 }
 
 /// Builds the shards on `storage`, each with its own bus handle, sharing one metadata view.
-fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<Rc<std::cell::RefCell<Vec<(u16, ShardRequest)>>>>) {
+fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
     let config = config();
     let recovered = block_on(recover(storage, &config)).expect("recover");
     let clock = ManualClock::new(1_700_000_000_000_000);
