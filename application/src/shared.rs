@@ -118,9 +118,14 @@ impl Shared {
         self.commit.fetch_max(commit, Ordering::Release);
     }
 
-    /// The owner of a partition: the Murmur3 routing rule over the packed namespace.
+    /// The owner of a partition: looked up in the partition table, lock-free; a partition
+    /// not registered yet (being created) falls back to the rule the table was built with,
+    /// Murmur3 over the packed namespace.
     pub fn owner(&self, namespace: Namespace) -> u16 {
-        namespace.shard(self.shard_count)
+        match self.partitions.pin().get(&namespace) {
+            Some(stats) => stats.shard,
+            None => namespace.shard(self.shard_count),
+        }
     }
 
     pub fn stats(&self, namespace: Namespace) -> Option<Arc<PartitionStats>> {

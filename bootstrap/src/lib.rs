@@ -3,4 +3,8 @@
 
 pub mod config;
 pub mod host;
+pub mod page_alloc;
 pub mod server;
+
+#[global_allocator]
+static ALLOCATOR: page_alloc::PageAligned = page_alloc::PageAligned;

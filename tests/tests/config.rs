@@ -64,3 +64,25 @@ async fn unknown_keys_are_reported_and_the_effective_config_is_written() -> anyh
     assert!(effective.contains("level = \"debug\""), "effective config lacks the file's level:\n{effective}");
     Ok(())
 }
+
+#[test]
+fn an_allocation_beyond_the_machine_stops_the_start() -> anyhow::Result<()> {
+    let (code, stderr) = run_refused(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "4096")])?;
+    assert_ne!(code, Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("cpu_allocation") && stderr.contains("4096") && stderr.contains("cores"),
+        "stderr: {stderr}"
+    );
+    let (code, stderr) = run_refused(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "3..1")])?;
+    assert_ne!(code, Some(0), "stderr: {stderr}");
+    assert!(stderr.contains("3..1"), "stderr: {stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_numa_allocation_without_numa_support_says_how_to_enable_it() -> anyhow::Result<()> {
+    let (code, stderr) = run_refused(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "numa:auto")])?;
+    assert_ne!(code, Some(0), "stderr: {stderr}");
+    assert!(stderr.contains("--features numa"), "stderr: {stderr}");
+    Ok(())
+}
