@@ -17,7 +17,7 @@ pub struct PageAligned;
 
 /// Page-multiple sizes get page alignment; other layouts are unchanged.
 fn adjusted(layout: Layout) -> Layout {
-    if layout.size() >= PAGE_BYTES && layout.size() % PAGE_BYTES == 0 && layout.align() < PAGE_BYTES {
+    if layout.size() >= PAGE_BYTES && layout.size().is_multiple_of(PAGE_BYTES) && layout.align() < PAGE_BYTES {
         Layout::from_size_align(layout.size(), PAGE_BYTES).unwrap_or(layout)
     } else {
         layout
