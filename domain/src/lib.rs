@@ -9,6 +9,7 @@ pub mod error;
 pub mod identifier;
 pub mod metadata;
 pub mod namespace;
+pub mod permissions;
 pub mod polling;
 pub mod segment;
 pub mod topic_options;

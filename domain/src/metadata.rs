@@ -10,6 +10,9 @@ use crate::identifier::Identifier;
 use crate::topic_options::TopicSettings;
 use crate::wire::command::{MetadataOp, TopicRef};
 
+mod users;
+pub use users::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stream {
     pub id: u32,
@@ -26,6 +29,9 @@ pub struct Topic {
     pub settings: TopicSettings,
     /// Creation time of each partition; partition ids are the dense indexes `0..len`.
     pub partitions: Vec<u64>,
+    /// Consumer groups by id; ids start at 0 per topic and are never reused.
+    pub consumer_groups: BTreeMap<u32, String>,
+    pub next_group_id: u32,
 }
 
 /// What an applied operation changed, so the caller can mirror it in storage.
@@ -41,15 +47,19 @@ pub enum Applied {
     TopicPurged { stream_id: u32, topic_id: u32 },
     PartitionsCreated { stream_id: u32, topic_id: u32, first: u32, count: u32 },
     PartitionsDeleted { stream_id: u32, topic_id: u32, first: u32, count: u32 },
+    UserChanged { user_id: u32 },
+    GroupCreated { stream_id: u32, topic_id: u32, group_id: u32 },
+    GroupDeleted { stream_id: u32, topic_id: u32, group_id: u32 },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metadata {
     streams: BTreeMap<u32, Stream>,
+    users: BTreeMap<u32, User>,
 }
 
 /// The lowest id in `0..limit` not used as a key.
-fn lowest_free<V>(map: &BTreeMap<u32, V>, limit: u32) -> Option<u32> {
+pub(crate) fn lowest_free<V>(map: &BTreeMap<u32, V>, limit: u32) -> Option<u32> {
     let mut candidate = 0;
     for &id in map.keys() {
         if id != candidate {
@@ -136,6 +146,17 @@ impl Metadata {
             }
             MetadataOp::CreatePartitions { topic, count } => self.create_partitions(topic, *count, timestamp),
             MetadataOp::DeletePartitions { topic, count } => self.delete_partitions(topic, *count),
+            MetadataOp::CreateConsumerGroup { topic, name } => self.create_group(topic, name),
+            MetadataOp::DeleteConsumerGroup { topic, group } => self.delete_group(topic, group),
+            MetadataOp::UpdateUser { user, username, status } => self.update_user(user, username, *status),
+            MetadataOp::DeleteUser { user } => self.delete_user(user),
+            MetadataOp::UpdatePermissions { user, permissions } => self.update_permissions(user, permissions),
+            MetadataOp::InsertUser { username, password_hash, status, permissions } => {
+                self.insert_user(username, password_hash, *status, permissions, timestamp)
+            }
+            MetadataOp::SetPassword { user_id, password_hash } => self.set_password(*user_id, password_hash),
+            MetadataOp::InsertToken { user_id, name, token_hash, expiry_at } => self.insert_token(*user_id, name, token_hash, *expiry_at),
+            MetadataOp::RemoveToken { user_id, name } => self.remove_token(*user_id, name),
         }
     }
 
@@ -174,6 +195,8 @@ impl Metadata {
             created_at: timestamp,
             settings,
             partitions: vec![timestamp; partitions_count as usize],
+            consumer_groups: BTreeMap::new(),
+            next_group_id: 0,
         };
         self.streams.get_mut(&stream_id).unwrap().topics.insert(topic_id, topic);
         Ok(Applied::TopicCreated { stream_id, topic_id })

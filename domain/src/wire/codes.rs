@@ -15,6 +15,12 @@ pub mod code {
     pub const GET_STREAMS: u32 = 201;
     pub const GET_TOPIC: u32 = 300;
     pub const GET_TOPICS: u32 = 301;
+    pub const GET_USER: u32 = 31;
+    pub const GET_USERS: u32 = 32;
+    pub const GET_PERSONAL_ACCESS_TOKENS: u32 = 41;
+    pub const GET_CONSUMER_GROUP: u32 = 600;
+    pub const GET_CONSUMER_GROUPS: u32 = 601;
+    pub const SYNC_CONSUMER_GROUP: u32 = 606;
 }
 
 /// The operation byte (request offset 176, echoed at reply offset 208).
@@ -33,6 +39,22 @@ pub mod operation {
     pub const CREATE_PARTITIONS: u8 = 136;
     pub const DELETE_PARTITIONS: u8 = 137;
     pub const DELETE_SEGMENTS: u8 = 138;
+    pub const CREATE_CONSUMER_GROUP: u8 = 139;
+    pub const DELETE_CONSUMER_GROUP: u8 = 140;
+    pub const CREATE_USER: u8 = 141;
+    pub const UPDATE_USER: u8 = 142;
+    pub const DELETE_USER: u8 = 143;
+    pub const CHANGE_PASSWORD: u8 = 144;
+    pub const UPDATE_PERMISSIONS: u8 = 145;
+    pub const CREATE_PERSONAL_ACCESS_TOKEN: u8 = 146;
+    pub const DELETE_PERSONAL_ACCESS_TOKEN: u8 = 147;
+    pub const JOIN_CONSUMER_GROUP: u8 = 148;
+    pub const LEAVE_CONSUMER_GROUP: u8 = 149;
+    /// Journal-only operations, outside the protocol's range so no client can send them.
+    pub const INSERT_USER: u8 = 200;
+    pub const SET_PASSWORD: u8 = 201;
+    pub const INSERT_TOKEN: u8 = 202;
+    pub const REMOVE_TOKEN: u8 = 203;
     pub const SEND_MESSAGES: u8 = 160;
     pub const STORE_CONSUMER_OFFSET: u8 = 161;
     pub const DELETE_CONSUMER_OFFSET: u8 = 162;

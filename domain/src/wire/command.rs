@@ -3,9 +3,11 @@
 
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
+use crate::permissions::Permissions;
 use crate::polling::PollingStrategy;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::reader::Reader;
+use crate::wire::users;
 
 /// Who a consumer offset belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -93,10 +95,21 @@ pub enum Command<'a> {
         topic: TopicRef,
         partition_id: Option<u32>,
     },
+    GetUser { user: Identifier },
+    GetUsers,
+    /// Carries the cleartext password: it is hashed before anything is journaled.
+    CreateUser { username: String, password: String, status: u8, permissions: Option<Permissions> },
+    ChangePassword { user: Identifier, current: String, new: String },
+    GetTokens,
+    CreateToken { name: String, expiry_us: u64 },
+    DeleteToken { name: String },
+    GetConsumerGroup { topic: TopicRef, group: Identifier },
+    GetConsumerGroups { topic: TopicRef },
+    JoinConsumerGroup { topic: TopicRef, group: Identifier },
+    LeaveConsumerGroup { topic: TopicRef, group: Identifier },
+    SyncConsumerGroup { topic: TopicRef, group: Identifier },
     /// A code the protocol defines that this server does not serve yet.
-    Unsupported {
-        code: u32,
-    },
+    Unsupported { code: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +136,17 @@ pub enum MetadataOp<'a> {
     PurgeTopic(TopicRef),
     CreatePartitions { topic: TopicRef, count: u32 },
     DeletePartitions { topic: TopicRef, count: u32 },
+    CreateConsumerGroup { topic: TopicRef, name: String },
+    DeleteConsumerGroup { topic: TopicRef, group: Identifier },
+    UpdateUser { user: Identifier, username: Option<String>, status: Option<u8> },
+    DeleteUser { user: Identifier },
+    UpdatePermissions { user: Identifier, permissions: Option<Permissions> },
+    /// Journal-only operations: they carry hashes, never secrets, and are never accepted
+    /// from the wire (their operation bytes are outside the protocol's range).
+    InsertUser { username: String, password_hash: String, status: u8, permissions: Option<Permissions> },
+    SetPassword { user_id: u32, password_hash: String },
+    InsertToken { user_id: u32, name: String, token_hash: String, expiry_at: u64 },
+    RemoveToken { user_id: u32, name: String },
 }
 
 /// Why a request cannot be decoded; the transport maps these to a status or an eviction.
@@ -204,6 +228,7 @@ impl<'a> Command<'a> {
                     p
                 },
             },
+            other if users::is_user_command(other) => users::decode_command(other, &mut reader)?,
             other if op::is_metadata(other) => match MetadataOp::decode(other, &mut reader)? {
                 Some(metadata) => Command::Metadata(metadata),
                 None => return Ok(Command::Unsupported { code: other as u32 }),
@@ -277,6 +302,12 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
             count: reader.u32()?,
             auto_commit: reader.u8()? != 0,
         }),
+        code::GET_USER => Command::GetUser { user: Identifier::decode(reader)? },
+        code::GET_USERS => Command::GetUsers,
+        code::GET_PERSONAL_ACCESS_TOKENS => Command::GetTokens,
+        code::GET_CONSUMER_GROUP => Command::GetConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+        code::GET_CONSUMER_GROUPS => Command::GetConsumerGroups { topic: topic_ref(reader)? },
+        code::SYNC_CONSUMER_GROUP => Command::SyncConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
         code::FLUSH_UNSAVED_BUFFER => Command::FlushUnsavedBuffer {
             topic: topic_ref(reader)?,
             partition_id: reader.u32()?,
@@ -297,7 +328,7 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
 
 /// NonReplicated codes protocol 0.11 defines (served or not).
 fn is_defined_code(nr_code: u32) -> bool {
-    matches!(nr_code, 11 | 13 | 14 | 31 | 32 | 41 | 103 | 104 | 123 | 600 | 601 | 606)
+    matches!(nr_code, 11 | 13 | 14 | 103 | 104 | 123)
 }
 
 impl<'a> MetadataOp<'a> {
@@ -322,6 +353,9 @@ impl<'a> MetadataOp<'a> {
             op::PURGE_TOPIC => MetadataOp::PurgeTopic(topic_ref(reader)?),
             op::CREATE_PARTITIONS => MetadataOp::CreatePartitions { topic: topic_ref(reader)?, count: reader.u32()? },
             op::DELETE_PARTITIONS => MetadataOp::DeletePartitions { topic: topic_ref(reader)?, count: reader.u32()? },
+            op::CREATE_CONSUMER_GROUP => MetadataOp::CreateConsumerGroup { topic: topic_ref(reader)?, name: reader.name()? },
+            op::DELETE_CONSUMER_GROUP => MetadataOp::DeleteConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+            other if users::is_user_op(other) => users::decode_op(other, reader)?,
             _ => {
                 reader.rest();
                 return Ok(None);

@@ -7,3 +7,4 @@ pub mod header;
 pub mod reader;
 pub mod response;
 pub mod tlv;
+pub mod users;
