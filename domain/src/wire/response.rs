@@ -215,7 +215,7 @@ mod tests {
     fn topic_header_has_fixed_layout() {
         let settings = TopicSettings::default();
         let topic =
-            Topic { id: 0, name: "events".into(), created_at: 1_700_000_000_000_000, settings, partitions: vec![0] };
+            Topic { id: 0, name: "events".into(), created_at: 1_700_000_000_000_000, settings, partitions: vec![0], consumer_groups: Default::default(), next_group_id: 0 };
         let mut out = Vec::new();
         topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });
         assert_eq!(&out[12..16], &1u32.to_le_bytes());
