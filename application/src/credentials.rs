@@ -1,27 +1,20 @@
-//! The root account: created once on first start, its password stored only as an Argon2id
-//! hash in `metadata/users`. Later issues extend this into full user management.
+//! Secrets: Argon2id password hashes (at the OWASP minimum: 19 MiB, 2 iterations, 1 lane)
+//! and personal access tokens, which are random and stored only as BLAKE3 hashes. Hashing
+//! a password takes tens of milliseconds, so callers run it through the `Offload` port,
+//! off the shard's event loop.
 
-use std::io;
-use std::path::Path;
+use std::sync::OnceLock;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString, rand_core::OsRng};
+use argon2::password_hash::rand_core::{OsRng, RngCore};
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 
-use crate::ports::{Storage, StorageFile};
-
-/// OWASP's minimum for Argon2id: 19 MiB, 2 iterations, 1 lane.
 fn hasher() -> Argon2<'static> {
     Argon2::new(
         Algorithm::Argon2id,
         Version::V0x13,
         Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters"),
     )
-}
-
-#[derive(Debug, Clone)]
-pub struct RootUser {
-    pub username: String,
-    password_hash: String,
 }
 
 /// Where the root password comes from on first start.
@@ -33,42 +26,55 @@ pub struct RootSeed {
     pub generated: bool,
 }
 
-impl RootUser {
-    pub fn verify(&self, username: &str, password: &str) -> bool {
-        let Ok(parsed) = PasswordHash::new(&self.password_hash) else { return false };
-        // Hash even when the username is wrong, so both failures cost the same time.
-        let password_ok = hasher().verify_password(password.as_bytes(), &parsed).is_ok();
-        password_ok && username == self.username
+/// A PHC-format Argon2id hash of `password` with a random salt.
+pub fn hash_password(password: &str) -> String {
+    let salt = SaltString::generate(&mut OsRng);
+    hasher().hash_password(password.as_bytes(), &salt).expect("argon2 accepts any password").to_string()
+}
+
+/// Checks a password against a stored hash.
+pub fn verify_password(hash: &str, password: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|parsed| hasher().verify_password(password.as_bytes(), &parsed).is_ok())
+}
+
+/// A hash no password matches, so an unknown user costs the same time as a wrong password.
+pub fn decoy_hash() -> &'static str {
+    static DECOY: OnceLock<String> = OnceLock::new();
+    DECOY.get_or_init(|| hash_password("an account that does not exist"))
+}
+
+/// A new raw token: 32 random bytes as 64 hex characters.
+pub fn generate_token() -> String {
+    let mut bytes = [0u8; 32];
+    OsRng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stored form of a token. Tokens carry 256 random bits, so a fast hash suffices.
+pub fn hash_token(token: &str) -> String {
+    blake3::hash(token.as_bytes()).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_verify_only_against_their_hash() {
+        let hash = hash_password("s3cret");
+        assert!(hash.starts_with("$argon2id$") && !hash.contains("s3cret"));
+        assert!(verify_password(&hash, "s3cret"));
+        assert!(!verify_password(&hash, "s3cret!"));
+        assert!(!verify_password(decoy_hash(), "an account that does not exist!"));
+        assert!(!verify_password("not a hash", "x"));
     }
 
-    /// Loads the root user, creating it from `seed` when none exists yet. Returns whether
-    /// it was created now.
-    pub async fn load_or_create<S: Storage>(
-        storage: &S,
-        metadata_dir: &Path,
-        seed: &RootSeed,
-    ) -> io::Result<(Self, bool)> {
-        let path = metadata_dir.join("users");
-        let file = storage.open(&path).await?;
-        let len = file.len().await?;
-        if len > 0 {
-            let (result, bytes) = file.read_exact_at(vec![0u8; len as usize], 0).await;
-            result?;
-            let text = String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let (username, hash) = text
-                .trim_end()
-                .split_once('\t')
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "metadata/users is malformed"))?;
-            return Ok((Self { username: username.to_owned(), password_hash: hash.to_owned() }, false));
-        }
-        let salt = SaltString::generate(&mut OsRng);
-        let hash = hasher()
-            .hash_password(seed.password.as_bytes(), &salt)
-            .map_err(|e| io::Error::other(e.to_string()))?
-            .to_string();
-        let (result, _) = file.write_at(vec![format!("{}\t{}\n", seed.username, hash).into_bytes()], 0).await;
-        result?;
-        file.sync().await?;
-        Ok((Self { username: seed.username.clone(), password_hash: hash }, true))
+    #[test]
+    fn tokens_are_random_and_hashed() {
+        let (a, b) = (generate_token(), generate_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        assert_ne!(hash_token(&a), a);
+        assert_eq!(hash_token(&a), hash_token(&a));
     }
 }

@@ -73,7 +73,7 @@ impl<E: Env> System<E> {
         match command {
             Command::Ping => Outcome::Reply(encode_reply(header, self.commit(), 0, &[])),
             Command::Register { protocol_version, credentials } => {
-                self.register(connection, header, protocol_version, &credentials)
+                self.register(connection, header, protocol_version, &credentials).await
             }
             Command::Logout => {
                 if connection.bound.take().is_some() {
@@ -103,7 +103,7 @@ impl<E: Env> System<E> {
         }
     }
 
-    fn register(
+    async fn register(
         &self,
         connection: &mut Connection,
         header: &RequestHeader,
@@ -117,23 +117,22 @@ impl<E: Env> System<E> {
                 version::window(),
             ));
         }
-        let verified = match credentials {
-            Credentials::Password { username, password } => self.verify_root(username, password),
-            Credentials::Token(_) => false,
+        let user_id = match self.authenticate(credentials).await {
+            Ok(user_id) => user_id,
+            Err(code) => {
+                let reason = match (credentials, code) {
+                    (Credentials::Password { .. }, _) => EvictionReason::InvalidCredentials,
+                    (Credentials::Token(_), _) => EvictionReason::InvalidToken,
+                };
+                return Outcome::Evict(encode_eviction(header.client, reason, (0, 0)));
+            }
         };
-        if !verified {
-            let reason = match credentials {
-                Credentials::Password { .. } => EvictionReason::InvalidCredentials,
-                Credentials::Token(_) => EvictionReason::InvalidToken,
-            };
-            return Outcome::Evict(encode_eviction(header.client, reason, (0, 0)));
-        }
         let session = self.next_session();
-        let bound = BoundSession { client: header.client, session, user_id: 0 };
+        let bound = BoundSession { client: header.client, session, user_id };
         connection.bound = Some(bound);
-        self.shared.clients.set_user(connection.client_id, Some(bound.user_id));
+        self.shared.clients.set_user(connection.client_id, Some(user_id));
         let mut body = Vec::new();
-        response::login(&mut body, bound.user_id, session);
+        response::login(&mut body, user_id, session);
         Outcome::Reply(encode_reply(header, self.commit(), 0, &body))
     }
 
@@ -144,6 +143,11 @@ impl<E: Env> System<E> {
         body: &[u8],
         command: Command<'_>,
     ) -> Result<Vec<u8>, ErrorCode> {
+        let caller = connection.bound.expect("only bound connections reach execute");
+        if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
+            self.authorize(caller.user_id, access)?;
+        }
+        let (client, client_id, user_id) = (caller.client, connection.client_id, caller.user_id);
         match command {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
@@ -161,7 +165,7 @@ impl<E: Env> System<E> {
             Command::SendMessages { topic, partitioning, messages_count, batch } => {
                 self.send_messages(&topic, &partitioning, messages_count, batch).await
             }
-            Command::PollMessages(request) => self.poll_messages(&request).await,
+            Command::PollMessages(request) => self.poll_messages(client, &request).await,
             Command::FlushUnsavedBuffer { topic, partition_id, fsync } => {
                 self.flush_unsaved_buffer(&topic, partition_id, fsync).await
             }
@@ -174,6 +178,22 @@ impl<E: Env> System<E> {
             Command::DeleteConsumerOffset { consumer, topic, partition_id } => {
                 self.delete_consumer_offset(&consumer, &topic, partition_id).await
             }
+            Command::GetUser { user } => Ok(self.get_user(&user)),
+            Command::GetUsers => Ok(self.get_users()),
+            Command::CreateUser { username, password, status, permissions } => {
+                self.create_user(&username, &password, status, permissions).await
+            }
+            Command::ChangePassword { user, current, new } => {
+                self.change_password(user_id, &user, &current, &new).await
+            }
+            Command::GetTokens => Ok(self.get_tokens(user_id)),
+            Command::CreateToken { name, expiry_us } => self.create_token(user_id, &name, expiry_us).await,
+            Command::DeleteToken { name } => self.delete_token(user_id, &name).await,
+            Command::GetConsumerGroup { topic, group } => self.get_consumer_group(&topic, &group),
+            Command::GetConsumerGroups { topic } => self.get_consumer_groups(&topic),
+            Command::JoinConsumerGroup { topic, group } => self.join_consumer_group(client, client_id, &topic, &group),
+            Command::LeaveConsumerGroup { topic, group } => self.leave_consumer_group(client, &topic, &group),
+            Command::SyncConsumerGroup { topic, group } => self.sync_consumer_group(client, &topic, &group),
             Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
             Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
         }

@@ -2,9 +2,12 @@
 //! the metadata journal, the root account, sessions, and request dispatch for the Iggy 0.11
 //! protocol.
 
+pub mod authz;
 pub mod credentials;
 pub mod dispatch;
+pub mod groups;
 pub mod journal;
+pub mod login_guard;
 pub mod memory_pool;
 pub mod partition;
 pub mod ports;

@@ -1,6 +1,6 @@
-//! State every shard sees: the client registry, the root account, session numbering, the
-//! commit number, and the partition table (owner shard and live counters of every
-//! partition). Everything here is `Send + Sync`; nothing here is on a shard's hot path
+//! State every shard sees: the client registry, login limiting, consumer-group membership,
+//! session numbering, the commit number, and the partition table (owner shard and live
+//! counters of every partition). Everything here is `Send + Sync`; nothing here is on a shard's hot path
 //! except lock-free reads of the partition table.
 
 use std::sync::Arc;
@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
 
-use crate::credentials::RootUser;
+use crate::groups::Groups;
+use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
 use crate::system::{ClientRegistry, SystemConfig};
 
@@ -70,7 +71,8 @@ pub struct Shared {
     pub config: SystemConfig,
     pub shard_count: u16,
     pub clients: ClientRegistry,
-    pub root: RootUser,
+    pub login_guard: LoginGuard,
+    pub groups: Groups,
     next_session: AtomicU64,
     commit: AtomicU64,
     pub start_time_us: u64,
@@ -82,20 +84,15 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(
-        config: SystemConfig,
-        shard_count: u16,
-        root: RootUser,
-        commit: u64,
-        start_time_us: u64,
-        pool: MemoryPool,
-    ) -> Self {
+    pub fn new(config: SystemConfig, shard_count: u16, commit: u64, start_time_us: u64, pool: MemoryPool) -> Self {
         assert!(shard_count > 0, "at least one shard");
+        let security = config.security;
         Self {
+            login_guard: LoginGuard::new(security.login_max_failures, security.login_failure_window_us),
+            groups: Groups::new(security.rebalancing_timeout_us),
             config,
             shard_count,
             clients: ClientRegistry::default(),
-            root,
             next_session: AtomicU64::new(1),
             commit: AtomicU64::new(commit),
             start_time_us,

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use futures_executor::block_on;
-use rill_adapter_sim::{LocalBus, LocalShards, ManualClock, SimMetadata, SimStorage};
+use rill_adapter_sim::{InlineOffload, LocalBus, LocalShards, ManualClock, SimMetadata, SimStorage};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::{Env, ShardRequest};
@@ -26,6 +26,7 @@ impl Env for SimEnv {
     type Bus = LocalBus<SimEnv>;
     type MetadataReader = SimMetadata;
     type MetadataPublisher = SimMetadata;
+    type Offload = InlineOffload;
 }
 
 const SHARDS: u16 = 3;
@@ -40,16 +41,17 @@ fn config() -> SystemConfig {
         advertised_ip: "127.0.0.1".into(),
         ports: Default::default(),
         host: Default::default(),
+        security: Default::default(),
     }
 }
 
 /// Builds the shards on `storage`, each with its own bus handle, sharing one metadata view.
 fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
     let config = config();
-    let recovered = block_on(recover(storage, &config)).expect("recover");
     let clock = ManualClock::new(1_700_000_000_000_000);
+    let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000)).expect("recover");
     let pool = MemoryPool::new(512 << 20, 64).expect("pool");
-    let shared = Arc::new(Shared::new(config, SHARDS, recovered.root, recovered.journal.commit(), 0, pool));
+    let shared = Arc::new(Shared::new(config, SHARDS, recovered.journal.commit(), 0, pool));
     let view = SimMetadata::new(recovered.metadata.clone());
     let shards = Rc::new(LocalShards::default());
     let mut writer = Some(MetadataWriter::<SimEnv>::new(recovered.metadata, recovered.journal, view.clone()));
@@ -63,6 +65,7 @@ fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
             shared: shared.clone(),
             metadata: view.clone(),
             bus,
+            offload: InlineOffload,
             writer: if shard_id == 0 { writer.take() } else { None },
         };
         let system = Rc::new(System::new(parts));

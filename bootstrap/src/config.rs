@@ -34,6 +34,7 @@ pub struct Config {
     pub pin_threads: bool,
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
+    pub security: rill_application::system::SecurityConfig,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -167,7 +168,23 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     ) {
         bail!("invalid `system.memory_pool` settings: {error}");
     }
+    let duration = |key: &str| -> anyhow::Result<u64> {
+        let value = text(key);
+        rill_domain::topic_options::parse_duration_us(&value)
+            .with_context(|| format!("invalid value for `{key}`: `{value}` (expected a duration such as \"30 s\")"))
+    };
+    let max_failures = leaves["login.max_failures"].as_integer().expect("types were checked against the defaults");
+    if !(1..=1_000_000).contains(&max_failures) {
+        bail!("invalid value for `login.max_failures`: `{max_failures}` (expected 1 to 1000000)");
+    }
+    let security = rill_application::system::SecurityConfig {
+        login_max_failures: max_failures as u32,
+        login_failure_window_us: duration("login.failure_window")?,
+        rebalancing_timeout_us: duration("consumer_group.rebalancing_timeout")?,
+        token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
+    };
     Ok(Config {
+        security,
         memory_pool,
         system_path: text("system.path"),
         cpu_allocation: text("system.sharding.cpu_allocation"),

@@ -13,7 +13,7 @@ use rill_adapter_bus_crossfire::{CrossfireBus, Envelope, Inbox};
 use rill_adapter_clock::SystemClock;
 use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
 use rill_adapter_pinning::AffinityPinning;
-use rill_adapter_storage_uring::UringStorage;
+use rill_adapter_storage_uring::{CompioOffload, UringStorage};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::pinning::shard_cores;
@@ -34,6 +34,7 @@ impl Env for ProductionEnv {
     type Bus = CrossfireBus;
     type MetadataReader = LeftRightReader;
     type MetadataPublisher = LeftRightPublisher;
+    type Offload = CompioOffload;
 }
 
 type Shard = System<ProductionEnv>;
@@ -128,6 +129,15 @@ async fn report_pool(shared: Arc<Shared>) {
     }
 }
 
+/// Removes expired personal access tokens at the configured interval (shard 0 only).
+async fn clean_tokens(system: Rc<Shard>) {
+    let interval = std::time::Duration::from_micros(system.shared.config.security.token_cleaner_interval_us.max(1000));
+    loop {
+        compio::time::sleep(interval).await;
+        system.remove_expired_tokens().await;
+    }
+}
+
 fn log_pool(shared: &Shared) {
     let stats = shared.pool.stats();
     tracing::info!(
@@ -177,6 +187,7 @@ fn peer_shard(
             shared,
             metadata: factory.reader(),
             bus,
+            offload: CompioOffload,
             writer: None,
         };
         let system = Rc::new(System::new(parts));
@@ -219,8 +230,11 @@ impl Shard0 {
                 websocket: port_of(&self.config.websocket.address),
             },
             host: crate::host::host_info(),
+            security: self.config.security,
         };
-        let recovered = recover(&UringStorage, &system_config).await.context("opening the data directory")?;
+        let clock = SystemClock::default();
+        let recovered =
+            recover(&UringStorage, &system_config, clock.now_us()).await.context("opening the data directory")?;
         if recovered.root_created && self.root.generated {
             // Shown once: the hash is all that is stored.
             println!(
@@ -228,16 +242,9 @@ impl Shard0 {
                 self.root.username, self.root.password
             );
         }
-        let clock = SystemClock::default();
         let commit = recovered.journal.commit();
-        let shared = Arc::new(Shared::new(
-            system_config,
-            self.shard_count,
-            recovered.root,
-            commit,
-            clock.now_us(),
-            memory_pool(&self.config)?,
-        ));
+        let shared =
+            Arc::new(Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?));
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata.clone());
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
@@ -249,6 +256,7 @@ impl Shard0 {
             shared,
             metadata: factory.reader(),
             bus: self.bus.clone(),
+            offload: CompioOffload,
             writer: Some(writer),
         };
         let system = Rc::new(System::new(parts));
@@ -262,6 +270,7 @@ impl Shard0 {
         let serving =
             compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, self.bus.clone()));
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
+        compio::runtime::spawn(clean_tokens(system.clone())).detach();
         wait_for_signal().await?;
         tracing::info!("shutdown requested: flushing partitions on every shard");
         drop(serving);

@@ -155,7 +155,9 @@ impl Metadata {
                 self.insert_user(username, password_hash, *status, permissions, timestamp)
             }
             MetadataOp::SetPassword { user_id, password_hash } => self.set_password(*user_id, password_hash),
-            MetadataOp::InsertToken { user_id, name, token_hash, expiry_at } => self.insert_token(*user_id, name, token_hash, *expiry_at),
+            MetadataOp::InsertToken { user_id, name, token_hash, expiry_at } => {
+                self.insert_token(*user_id, name, token_hash, *expiry_at)
+            }
             MetadataOp::RemoveToken { user_id, name } => self.remove_token(*user_id, name),
         }
     }

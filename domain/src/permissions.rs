@@ -97,16 +97,28 @@ impl Permissions {
         let mut more = has_next(reader)?;
         while more {
             let stream_id = reader.u32()?;
-            let [manage_stream, read_stream, manage_topics, read_topics, poll_messages, send_messages] = flags::<6>(reader)?;
+            let [manage_stream, read_stream, manage_topics, read_topics, poll_messages, send_messages] =
+                flags::<6>(reader)?;
             let mut topics = BTreeMap::new();
             let mut more_topics = has_next(reader)?;
             while more_topics {
                 let topic_id = reader.u32()?;
                 let [manage_topic, read_topic, poll, send] = flags::<4>(reader)?;
-                topics.insert(topic_id, TopicPermissions { manage_topic, read_topic, poll_messages: poll, send_messages: send });
+                topics.insert(
+                    topic_id,
+                    TopicPermissions { manage_topic, read_topic, poll_messages: poll, send_messages: send },
+                );
                 more_topics = has_next(reader)?;
             }
-            let stream = StreamPermissions { manage_stream, read_stream, manage_topics, read_topics, poll_messages, send_messages, topics };
+            let stream = StreamPermissions {
+                manage_stream,
+                read_stream,
+                manage_topics,
+                read_topics,
+                poll_messages,
+                send_messages,
+                topics,
+            };
             streams.insert(stream_id, stream);
             more = has_next(reader)?;
         }
@@ -115,13 +127,26 @@ impl Permissions {
 
     pub fn encode(&self, out: &mut Vec<u8>) {
         let g = &self.global;
-        for flag in [g.manage_servers, g.read_servers, g.manage_users, g.read_users, g.manage_streams, g.read_streams, g.manage_topics, g.read_topics, g.poll_messages, g.send_messages] {
+        for flag in [
+            g.manage_servers,
+            g.read_servers,
+            g.manage_users,
+            g.read_users,
+            g.manage_streams,
+            g.read_streams,
+            g.manage_topics,
+            g.read_topics,
+            g.poll_messages,
+            g.send_messages,
+        ] {
             out.put_u8(flag as u8);
         }
         out.put_u8(!self.streams.is_empty() as u8);
         for (index, (stream_id, s)) in self.streams.iter().enumerate() {
             out.put_u32(*stream_id);
-            for flag in [s.manage_stream, s.read_stream, s.manage_topics, s.read_topics, s.poll_messages, s.send_messages] {
+            for flag in
+                [s.manage_stream, s.read_stream, s.manage_topics, s.read_topics, s.poll_messages, s.send_messages]
+            {
                 out.put_u8(flag as u8);
             }
             out.put_u8(!s.topics.is_empty() as u8);
@@ -165,9 +190,11 @@ impl Permissions {
         let stream_manages = |s: u32| g.manage_streams || stream(s).is_some_and(|p| p.manage_stream);
         let stream_reads = |s: u32| stream_manages(s) || g.read_streams || stream(s).is_some_and(|p| p.read_stream);
         let topics_manage = |s: u32| stream_manages(s) || g.manage_topics || stream(s).is_some_and(|p| p.manage_topics);
-        let topics_read = |s: u32| topics_manage(s) || stream_reads(s) || g.read_topics || stream(s).is_some_and(|p| p.read_topics);
+        let topics_read =
+            |s: u32| topics_manage(s) || stream_reads(s) || g.read_topics || stream(s).is_some_and(|p| p.read_topics);
         let topic_manages = |s: u32, t: u32| topics_manage(s) || topic(s, t).is_some_and(|p| p.manage_topic);
-        let topic_reads = |s: u32, t: u32| topic_manages(s, t) || topics_read(s) || topic(s, t).is_some_and(|p| p.read_topic);
+        let topic_reads =
+            |s: u32, t: u32| topic_manages(s, t) || topics_read(s) || topic(s, t).is_some_and(|p| p.read_topic);
         match access {
             Access::ReadServers => g.manage_servers || g.read_servers,
             Access::ManageServers => g.manage_servers,
@@ -181,8 +208,16 @@ impl Permissions {
             Access::CreateTopic(s) => topics_manage(s),
             Access::ReadTopic(s, t) => topic_reads(s, t),
             Access::ManageTopic(s, t) => topic_manages(s, t),
-            Access::Poll(s, t) => g.poll_messages || stream(s).is_some_and(|p| p.poll_messages) || topic(s, t).is_some_and(|p| p.poll_messages),
-            Access::Send(s, t) => g.send_messages || stream(s).is_some_and(|p| p.send_messages) || topic(s, t).is_some_and(|p| p.send_messages),
+            Access::Poll(s, t) => {
+                g.poll_messages
+                    || stream(s).is_some_and(|p| p.poll_messages)
+                    || topic(s, t).is_some_and(|p| p.poll_messages)
+            }
+            Access::Send(s, t) => {
+                g.send_messages
+                    || stream(s).is_some_and(|p| p.send_messages)
+                    || topic(s, t).is_some_and(|p| p.send_messages)
+            }
         }
     }
 }
@@ -229,10 +264,18 @@ mod tests {
         assert!(p.allows(Access::ReadTopic(1, 9)), "read_stream reads its topics");
         assert!(p.allows(Access::ManageTopic(1, 3)) && !p.allows(Access::ManageTopic(1, 9)));
         assert!(p.allows(Access::Poll(1, 4)) && !p.allows(Access::Poll(1, 3)));
-        assert!(p.allows(Access::ManageTopic(2, 7)) && p.allows(Access::CreateTopic(2)) && p.allows(Access::ReadTopic(2, 7)));
+        assert!(
+            p.allows(Access::ManageTopic(2, 7))
+                && p.allows(Access::CreateTopic(2))
+                && p.allows(Access::ReadTopic(2, 7))
+        );
         assert!(!p.allows(Access::Send(2, 7)), "manage does not grant message rights");
         assert!(!p.allows(Access::ReadStream(5)) && !p.allows(Access::ReadStreams) && !p.allows(Access::CreateStream));
         let all = Permissions::all();
-        assert!(all.allows(Access::ManageTopic(9, 9)) && all.allows(Access::Send(1, 1)) && all.allows(Access::ManageServers));
+        assert!(
+            all.allows(Access::ManageTopic(9, 9))
+                && all.allows(Access::Send(1, 1))
+                && all.allows(Access::ManageServers)
+        );
     }
 }

@@ -502,3 +502,103 @@ pub async fn poll_all(
 pub fn offsets(messages: &[IggyMessage]) -> Vec<u64> {
     messages.iter().map(|m| m.header.offset).collect()
 }
+
+// ---------------------------------------------------------------------------------
+// Helpers for the user, token, permission and consumer-group suites
+// ---------------------------------------------------------------------------------
+
+/// An `IggyClient` built from `config`, connected over TCP but not logged in.
+pub async fn connect_configured(config: TcpClientConfig) -> anyhow::Result<IggyClient> {
+    connect_with(config).await
+}
+
+/// An `IggyClient` connected over TCP and logged in as `username`.
+pub async fn connect_user(address: &str, username: &str, password: &str) -> anyhow::Result<IggyClient> {
+    let client = connect_anonymous(address).await?;
+    client.login_user(username, password).await.with_context(|| format!("log in as {username}"))?;
+    Ok(client)
+}
+
+/// Re-checks `check` every 50 ms until it returns true; fails with `what` once `timeout`
+/// has passed. For waiting on asynchronous server work, never for timing assertions.
+pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("{what}: not reached within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every regular file under `dir`, recursively (an unreadable directory is skipped).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&next) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(kind) if kind.is_file() => files.push(path),
+                _ => {}
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Whether `needle` occurs in `haystack` (an empty needle never does).
+pub fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|window| window == needle)
+}
+
+/// The wire form of an identifier: `[kind u8][len u8][value]`, kind 1 numeric, 2 string.
+pub fn identifier_bytes(identifier: &Identifier) -> Vec<u8> {
+    let kind = match identifier.kind {
+        IdKind::Numeric => 1,
+        IdKind::String => 2,
+    };
+    let mut out = vec![kind, identifier.value.len() as u8];
+    out.extend_from_slice(&identifier.value);
+    out
+}
+
+/// SYNC_CONSUMER_GROUP (606) sent as-is: the caller's assigned partitions in the group,
+/// sorted, or `None` when the server answers that the caller is not a member (empty body).
+pub async fn sync_consumer_group(
+    client: &IggyClient,
+    stream: &Identifier,
+    topic: &Identifier,
+    group: &Identifier,
+) -> Result<Option<Vec<u32>>, IggyError> {
+    const SYNC_CONSUMER_GROUP_CODE: u32 = 606;
+    let mut body = identifier_bytes(stream);
+    body.extend(identifier_bytes(topic));
+    body.extend(identifier_bytes(group));
+    let reply = client.send_binary_request(SYNC_CONSUMER_GROUP_CODE, body.into()).await?;
+    if reply.is_empty() {
+        return Ok(None);
+    }
+    // [generation u64][n u32][partition_id u32 x n]
+    if reply.len() < 12 {
+        return Err(IggyError::InvalidFormat);
+    }
+    let count = u32::from_le_bytes(reply[8..12].try_into().expect("4 bytes")) as usize;
+    if reply.len() != 12 + 4 * count {
+        return Err(IggyError::InvalidFormat);
+    }
+    let mut partitions: Vec<u32> =
+        reply[12..].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+    partitions.sort_unstable();
+    Ok(Some(partitions))
+}

@@ -5,11 +5,13 @@
 mod bus;
 mod clock;
 mod metadata;
+mod offload;
 mod pinning;
 mod storage;
 
 pub use bus::{LocalBus, LocalShards};
 pub use clock::ManualClock;
 pub use metadata::SimMetadata;
+pub use offload::InlineOffload;
 pub use pinning::SimPinning;
 pub use storage::{SimFile, SimStorage};

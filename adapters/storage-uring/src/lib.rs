@@ -1,4 +1,5 @@
-//! File storage on compio: reads, writes and fsyncs go through io_uring; the rare directory
+//! File storage on compio, and the offload of CPU-heavy work to compio's blocking pool.
+//! Reads, writes and fsyncs go through io_uring; the rare directory
 //! operations (listing, recursive removal, directory fsync) use std, because io_uring has no
 //! opcode for them and they never sit on the message path.
 
@@ -99,5 +100,17 @@ impl Storage for UringStorage {
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         std::fs::File::open(path)?.sync_all()
+    }
+}
+
+/// Runs CPU-heavy work (password hashing) on compio's blocking thread pool, so the shard's
+/// event loop keeps serving while it runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompioOffload;
+
+impl rill_application::ports::Offload for CompioOffload {
+    async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
+        use compio::runtime::ResumeUnwind;
+        compio::runtime::spawn_blocking(work).await.resume_unwind().expect("blocking work is never cancelled")
     }
 }

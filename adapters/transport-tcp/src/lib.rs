@@ -98,7 +98,7 @@ pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStre
     if let Err(error) = request_loop(&system, &mut connection, &mut stream).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
-    system.shared.clients.disconnect(client_id);
+    system.on_disconnect(client_id);
 }
 
 async fn request_loop<E: Env>(

@@ -19,9 +19,10 @@ pub trait MetadataPublish {
 /// Applies a journaled operation to a metadata copy. The operation was validated when it
 /// was committed, so a refusal here means the copies diverged: a bug.
 pub fn apply_committed(metadata: &mut Metadata, operation: u8, timestamp: u64, body: &[u8]) {
-    use rill_domain::wire::command::Command;
-    match Command::decode(operation, 0, body) {
-        Ok(Command::Metadata(op)) => {
+    use rill_domain::wire::command::MetadataOp;
+    let mut reader = rill_domain::wire::reader::Reader::new(body);
+    match MetadataOp::decode(operation, &mut reader) {
+        Ok(Some(op)) => {
             let result = metadata.apply(&op, timestamp);
             assert!(result.is_ok(), "a committed metadata operation was refused by a replica copy: {result:?}");
         }

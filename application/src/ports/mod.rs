@@ -3,12 +3,14 @@
 pub mod bus;
 pub mod clock;
 pub mod metadata_view;
+pub mod offload;
 pub mod pinning;
 pub mod storage;
 
 pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
 pub use metadata_view::{MetadataPublish, MetadataRead};
+pub use offload::Offload;
 pub use pinning::Pinning;
 pub use storage::{Storage, StorageFile};
 
@@ -19,4 +21,5 @@ pub trait Env: 'static {
     type Bus: ShardBus;
     type MetadataReader: MetadataRead;
     type MetadataPublisher: MetadataPublish;
+    type Offload: Offload;
 }

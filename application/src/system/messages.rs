@@ -12,18 +12,26 @@ use crate::partition::ConsumerKey;
 use crate::ports::{Env, MetadataRead, PartitionOp, ShardReply};
 
 /// A string consumer id is keyed by XXH32 of its name, as upstream does.
-fn consumer_key(consumer: &Consumer) -> ConsumerKey {
-    let id = |identifier: &Identifier| match identifier {
+fn consumer_id(identifier: &Identifier) -> u32 {
+    match identifier {
         Identifier::Numeric(id) => *id,
         Identifier::Name(name) => xxhash_rust::xxh32::xxh32(name.as_bytes(), 0),
-    };
-    match consumer {
-        Consumer::Single(identifier) => ConsumerKey::Consumer(id(identifier)),
-        Consumer::Group(identifier) => ConsumerKey::Group(id(identifier)),
     }
 }
 
+/// The partition id a poll reply carries to tell a group member to re-sync.
+const RESYNC_PARTITION: u32 = u32::MAX;
+
 impl<E: Env> System<E> {
+    /// Whose offset: a consumer by id (names hashed), or a consumer group resolved by id
+    /// or name in the topic.
+    fn consumer_key(&self, consumer: &Consumer, topic: &TopicRef) -> Result<ConsumerKey, ErrorCode> {
+        match consumer {
+            Consumer::Single(identifier) => Ok(ConsumerKey::Consumer(consumer_id(identifier))),
+            Consumer::Group(group) => Ok(ConsumerKey::Group(self.resolve_group(topic, group)?.0.group_id)),
+        }
+    }
+
     /// `(stream_id, topic_id, partitions_count)` of a topic.
     fn resolve_topic(&self, topic: &TopicRef) -> Result<(u32, u32, u32), ErrorCode> {
         self.metadata.read(|metadata| {
@@ -86,10 +94,21 @@ impl<E: Env> System<E> {
         self.route_partition(namespace, op).await
     }
 
-    pub async fn poll_messages(&self, request: &PollRequest) -> ShardReply {
+    /// Polls one partition. A consumer-group poll is served only from a partition the
+    /// caller's session owns in the group; otherwise the reply asks the member to re-sync.
+    pub async fn poll_messages(&self, client: u128, request: &PollRequest) -> ShardReply {
+        if let Consumer::Group(group) = &request.consumer {
+            let partition = request.partition_id.ok_or(ErrorCode::PartitionNotFound)?;
+            let (key, count) = self.resolve_group(&request.topic, group)?;
+            if !self.shared.groups.owns(key, client, partition, count, self.now_us()) {
+                let mut out = Vec::new();
+                rill_domain::wire::response::poll_prefix(&mut out, RESYNC_PARTITION, 0, 0);
+                return Ok(out);
+            }
+        }
         let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;
         let op = PartitionOp::Poll {
-            key: consumer_key(&request.consumer),
+            key: self.consumer_key(&request.consumer, &request.topic)?,
             strategy: request.strategy,
             count: request.count,
             auto_commit: request.auto_commit,
@@ -105,7 +124,7 @@ impl<E: Env> System<E> {
         partition_id: Option<u32>,
     ) -> ShardReply {
         let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::GetOffset { key: consumer_key(consumer) }).await
+        self.route_partition(namespace, PartitionOp::GetOffset { key: self.consumer_key(consumer, topic)? }).await
     }
 
     pub async fn store_consumer_offset(
@@ -116,7 +135,8 @@ impl<E: Env> System<E> {
         offset: u64,
     ) -> ShardReply {
         let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::StoreOffset { key: consumer_key(consumer), offset }).await
+        self.route_partition(namespace, PartitionOp::StoreOffset { key: self.consumer_key(consumer, topic)?, offset })
+            .await
     }
 
     pub async fn delete_consumer_offset(
@@ -126,7 +146,7 @@ impl<E: Env> System<E> {
         partition_id: Option<u32>,
     ) -> ShardReply {
         let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::DeleteOffset { key: consumer_key(consumer) }).await
+        self.route_partition(namespace, PartitionOp::DeleteOffset { key: self.consumer_key(consumer, topic)? }).await
     }
 
     pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> ShardReply {

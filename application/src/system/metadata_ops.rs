@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use rill_domain::Namespace;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::{Applied, Metadata};
-use rill_domain::wire::command::{Command, MetadataOp};
+use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response;
 
 use super::{System, fatal, queries};
@@ -29,7 +29,8 @@ impl<E: Env> System<E> {
         let Some(writer) = &self.writer else {
             return Err(ErrorCode::InvalidCommand);
         };
-        let Ok(Command::Metadata(op)) = Command::decode(operation, 0, body) else {
+        let mut reader = rill_domain::wire::reader::Reader::new(body);
+        let Ok(Some(op)) = MetadataOp::decode(operation, &mut reader) else {
             return Err(ErrorCode::InvalidFormat);
         };
         let mut journal = writer.journal.lock().await;
@@ -53,6 +54,17 @@ impl<E: Env> System<E> {
             }
             Applied::TopicCreated { stream_id, topic_id } => {
                 queries::encode_topic_details(&mut out, &metadata, &self.shared, stream_id, topic_id)
+            }
+            Applied::GroupCreated { stream_id, topic_id, group_id } => queries::encode_group_details(
+                &mut out,
+                &metadata,
+                &self.shared,
+                crate::groups::GroupKey { stream_id, topic_id, group_id },
+            ),
+            Applied::UserChanged { user_id } if operation == rill_domain::wire::codes::operation::INSERT_USER => {
+                if let Some(user) = metadata.user(user_id) {
+                    response::user_details(&mut out, user);
+                }
             }
             _ => {}
         }
@@ -99,7 +111,14 @@ impl<E: Env> System<E> {
                 }
                 Ok(())
             }
-            Applied::StreamUpdated { .. } | Applied::TopicUpdated { .. } => Ok(()),
+            Applied::GroupDeleted { stream_id, topic_id, group_id } => {
+                self.shared.groups.remove_group(crate::groups::GroupKey { stream_id, topic_id, group_id });
+                Ok(())
+            }
+            Applied::StreamUpdated { .. }
+            | Applied::TopicUpdated { .. }
+            | Applied::UserChanged { .. }
+            | Applied::GroupCreated { .. } => Ok(()),
         }
     }
 

@@ -5,10 +5,12 @@
 //! `.await`.
 
 mod clients;
+mod groups;
 mod messages;
 mod metadata_ops;
 mod partitions;
 mod queries;
+mod users;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -19,12 +21,12 @@ use std::sync::Arc;
 use rill_domain::Namespace;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
-use rill_domain::wire::command::Command;
+use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response::NodePorts;
 
 pub use clients::{ClientEntry, ClientRegistry, Transport};
 
-use crate::credentials::{RootSeed, RootUser};
+use crate::credentials::RootSeed;
 use crate::journal::{JournalError, MetadataJournal};
 use crate::partition::PartitionLog;
 use crate::ports::{Clock, Env, MetadataRead, ShardBus, ShardReply, ShardRequest, Storage};
@@ -39,6 +41,28 @@ pub struct SystemConfig {
     pub advertised_ip: String,
     pub ports: NodePorts,
     pub host: HostInfo,
+    pub security: SecurityConfig,
+}
+
+/// Limits of logins, sessions, tokens and consumer groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecurityConfig {
+    pub login_max_failures: u32,
+    pub login_failure_window_us: u64,
+    /// How long a consumer-group partition waits for its old owner to let go.
+    pub rebalancing_timeout_us: u64,
+    pub token_cleaner_interval_us: u64,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            login_max_failures: 10,
+            login_failure_window_us: 300_000_000,
+            rebalancing_timeout_us: 30_000_000,
+            token_cleaner_interval_us: 60_000_000,
+        }
+    }
 }
 
 /// Static facts about the host, read once at start by the composition root.
@@ -70,26 +94,40 @@ fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Star
 pub struct Recovered<F> {
     pub metadata: Metadata,
     pub journal: MetadataJournal<F>,
-    pub root: RootUser,
     /// Whether the root account was created now (its generated password is shown once).
     pub root_created: bool,
 }
 
-/// Replays the metadata journal and loads (or creates) the root account.
-pub async fn recover<S: Storage>(storage: &S, config: &SystemConfig) -> Result<Recovered<S::File>, StartError> {
+/// Replays the metadata journal; on first start, commits the root account (id 0) from the
+/// seed, with its password hashed.
+pub async fn recover<S: Storage>(
+    storage: &S,
+    config: &SystemConfig,
+    now_us: u64,
+) -> Result<Recovered<S::File>, StartError> {
     let metadata_dir = config.data_path.join("metadata");
-    let (journal, entries) = MetadataJournal::open(storage, &metadata_dir).await?;
+    let (mut journal, entries) = MetadataJournal::open(storage, &metadata_dir).await?;
     let mut metadata = Metadata::default();
     for entry in &entries {
-        let Ok(Command::Metadata(op)) = Command::decode(entry.operation, 0, &entry.body) else {
+        let mut reader = rill_domain::wire::reader::Reader::new(&entry.body);
+        let Ok(Some(op)) = MetadataOp::decode(entry.operation, &mut reader) else {
             return Err(StartError::Replay { op: entry.op, code: ErrorCode::InvalidFormat });
         };
         metadata.apply(&op, entry.timestamp).map_err(|code| StartError::Replay { op: entry.op, code })?;
     }
-    let (root, root_created) = RootUser::load_or_create(storage, &metadata_dir, &config.root)
-        .await
-        .map_err(io_context("loading the root user"))?;
-    Ok(Recovered { metadata, journal, root, root_created })
+    let root_created = metadata.users().next().is_none();
+    if root_created {
+        let op = MetadataOp::InsertUser {
+            username: config.root.username.clone(),
+            password_hash: crate::credentials::hash_password(&config.root.password),
+            status: rill_domain::metadata::STATUS_ACTIVE,
+            permissions: Some(rill_domain::permissions::Permissions::all()),
+        };
+        let (operation, body) = op.encode_internal().expect("a journal-only operation");
+        metadata.apply(&op, now_us).map_err(|code| StartError::Replay { op: 0, code })?;
+        journal.append(now_us, operation, &body).await.map_err(io_context("journaling the root user"))?;
+    }
+    Ok(Recovered { metadata, journal, root_created })
 }
 
 /// One partition owned by this shard: its log behind an async lock (appends, flushes and
@@ -134,6 +172,7 @@ pub struct ShardParts<E: Env> {
     pub shared: Arc<Shared>,
     pub metadata: E::MetadataReader,
     pub bus: E::Bus,
+    pub offload: E::Offload,
     /// Present on shard 0 only.
     pub writer: Option<MetadataWriter<E>>,
 }
@@ -145,6 +184,7 @@ pub struct System<E: Env> {
     pub shared: Arc<Shared>,
     metadata: E::MetadataReader,
     bus: E::Bus,
+    offload: E::Offload,
     writer: Option<MetadataWriter<E>>,
     partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
@@ -160,6 +200,7 @@ impl<E: Env> System<E> {
             shared: parts.shared,
             metadata: parts.metadata,
             bus: parts.bus,
+            offload: parts.offload,
             writer: parts.writer,
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),
@@ -260,8 +301,9 @@ impl<E: Env> System<E> {
         self.clock.now_us()
     }
 
-    pub(crate) fn verify_root(&self, username: &str, password: &str) -> bool {
-        self.shared.root.verify(username, password)
+    /// Reads the shard's view of the committed metadata.
+    pub fn metadata_view<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
+        self.metadata.read(f)
     }
 
     pub(crate) fn next_session(&self) -> u64 {

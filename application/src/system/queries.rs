@@ -60,6 +60,22 @@ pub(super) fn encode_topic_details(
     }
 }
 
+/// ConsumerGroupDetails: the group, then each member with its partitions.
+pub(super) fn encode_group_details(
+    out: &mut Vec<u8>,
+    metadata: &Metadata,
+    shared: &Shared,
+    key: crate::groups::GroupKey,
+) {
+    let Some(topic) = metadata.topic_by_ids(key.stream_id, key.topic_id) else { return };
+    let Some(name) = topic.consumer_groups.get(&key.group_id) else { return };
+    let members = shared.groups.members(key);
+    response::consumer_group(out, key.group_id, topic.partitions.len() as u32, members.len() as u32, name);
+    for member in &members {
+        response::group_member(out, member.client_id, &member.partitions);
+    }
+}
+
 impl<E: Env> System<E> {
     /// GET_STREAM: details, or an empty body when the stream does not exist.
     pub fn get_stream(&self, stream: &Identifier) -> Vec<u8> {
@@ -154,7 +170,14 @@ impl<E: Env> System<E> {
     pub fn get_client(&self, client_id: u32) -> ShardReply {
         let mut out = Vec::new();
         if let Some(info) = self.shared.clients.get(client_id) {
-            response::client(&mut out, &info);
+            let groups: Vec<(u32, u32, u32)> = self
+                .shared
+                .groups
+                .memberships(client_id)
+                .iter()
+                .map(|k| (k.stream_id, k.topic_id, k.group_id))
+                .collect();
+            response::client_details(&mut out, &info, &groups);
         }
         Ok(out)
     }
@@ -162,7 +185,8 @@ impl<E: Env> System<E> {
     pub fn get_clients(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for info in self.shared.clients.all() {
-            response::client(&mut out, &info);
+            let groups = self.shared.groups.memberships(info.client_id).len() as u32;
+            response::client(&mut out, &info, groups);
         }
         out
     }

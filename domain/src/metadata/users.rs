@@ -69,10 +69,19 @@ impl Metadata {
 
     /// The user and token name a token hash belongs to.
     pub fn token_owner(&self, token_hash: &str) -> Option<(&User, &str, &Token)> {
-        self.users.values().find_map(|user| user.tokens.iter().find(|(_, t)| t.hash == token_hash).map(|(name, t)| (user, name.as_str(), t)))
+        self.users.values().find_map(|user| {
+            user.tokens.iter().find(|(_, t)| t.hash == token_hash).map(|(name, t)| (user, name.as_str(), t))
+        })
     }
 
-    pub(super) fn insert_user(&mut self, username: &str, password_hash: &str, status: u8, permissions: &Option<Permissions>, timestamp: u64) -> Result<Applied, ErrorCode> {
+    pub(super) fn insert_user(
+        &mut self,
+        username: &str,
+        password_hash: &str,
+        status: u8,
+        permissions: &Option<Permissions>,
+        timestamp: u64,
+    ) -> Result<Applied, ErrorCode> {
         valid_username(username)?;
         valid_status(status)?;
         if self.user_by_name(username).is_some() {
@@ -92,7 +101,12 @@ impl Metadata {
         Ok(Applied::UserChanged { user_id })
     }
 
-    pub(super) fn update_user(&mut self, user: &Identifier, username: &Option<String>, status: Option<u8>) -> Result<Applied, ErrorCode> {
+    pub(super) fn update_user(
+        &mut self,
+        user: &Identifier,
+        username: &Option<String>,
+        status: Option<u8>,
+    ) -> Result<Applied, ErrorCode> {
         let user_id = self.user_id(user)?;
         if let Some(username) = username {
             valid_username(username)?;
@@ -122,7 +136,11 @@ impl Metadata {
         Ok(Applied::UserChanged { user_id })
     }
 
-    pub(super) fn update_permissions(&mut self, user: &Identifier, permissions: &Option<Permissions>) -> Result<Applied, ErrorCode> {
+    pub(super) fn update_permissions(
+        &mut self,
+        user: &Identifier,
+        permissions: &Option<Permissions>,
+    ) -> Result<Applied, ErrorCode> {
         let user_id = self.user_id(user)?;
         if user_id == 0 {
             return Err(ErrorCode::CannotChangePermissions);
@@ -137,7 +155,13 @@ impl Metadata {
         Ok(Applied::UserChanged { user_id })
     }
 
-    pub(super) fn insert_token(&mut self, user_id: u32, name: &str, token_hash: &str, expiry_at: u64) -> Result<Applied, ErrorCode> {
+    pub(super) fn insert_token(
+        &mut self,
+        user_id: u32,
+        name: &str,
+        token_hash: &str,
+        expiry_at: u64,
+    ) -> Result<Applied, ErrorCode> {
         if !(3..=30).contains(&name.len()) {
             return Err(ErrorCode::InvalidPersonalAccessTokenName);
         }
@@ -163,8 +187,14 @@ impl Metadata {
         let (stream_id, topic_id) = self.topic_ids(topic)?;
         let groups = &self.streams[&stream_id].topics[&topic_id].consumer_groups;
         let group_id = match group {
-            Identifier::Numeric(id) => groups.contains_key(id).then_some(*id).ok_or(ErrorCode::ConsumerGroupIdNotFound)?,
-            Identifier::Name(name) => groups.iter().find(|(_, n)| *n == name).map(|(id, _)| *id).ok_or(ErrorCode::ConsumerGroupNameNotFound)?,
+            Identifier::Numeric(id) => {
+                groups.contains_key(id).then_some(*id).ok_or(ErrorCode::ConsumerGroupIdNotFound)?
+            }
+            Identifier::Name(name) => groups
+                .iter()
+                .find(|(_, n)| *n == name)
+                .map(|(id, _)| *id)
+                .ok_or(ErrorCode::ConsumerGroupNameNotFound)?,
         };
         Ok((stream_id, topic_id, group_id))
     }

@@ -95,21 +95,53 @@ pub enum Command<'a> {
         topic: TopicRef,
         partition_id: Option<u32>,
     },
-    GetUser { user: Identifier },
+    GetUser {
+        user: Identifier,
+    },
     GetUsers,
     /// Carries the cleartext password: it is hashed before anything is journaled.
-    CreateUser { username: String, password: String, status: u8, permissions: Option<Permissions> },
-    ChangePassword { user: Identifier, current: String, new: String },
+    CreateUser {
+        username: String,
+        password: String,
+        status: u8,
+        permissions: Option<Permissions>,
+    },
+    ChangePassword {
+        user: Identifier,
+        current: String,
+        new: String,
+    },
     GetTokens,
-    CreateToken { name: String, expiry_us: u64 },
-    DeleteToken { name: String },
-    GetConsumerGroup { topic: TopicRef, group: Identifier },
-    GetConsumerGroups { topic: TopicRef },
-    JoinConsumerGroup { topic: TopicRef, group: Identifier },
-    LeaveConsumerGroup { topic: TopicRef, group: Identifier },
-    SyncConsumerGroup { topic: TopicRef, group: Identifier },
+    CreateToken {
+        name: String,
+        expiry_us: u64,
+    },
+    DeleteToken {
+        name: String,
+    },
+    GetConsumerGroup {
+        topic: TopicRef,
+        group: Identifier,
+    },
+    GetConsumerGroups {
+        topic: TopicRef,
+    },
+    JoinConsumerGroup {
+        topic: TopicRef,
+        group: Identifier,
+    },
+    LeaveConsumerGroup {
+        topic: TopicRef,
+        group: Identifier,
+    },
+    SyncConsumerGroup {
+        topic: TopicRef,
+        group: Identifier,
+    },
     /// A code the protocol defines that this server does not serve yet.
-    Unsupported { code: u32 },
+    Unsupported {
+        code: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,27 +158,82 @@ pub struct PollRequest {
 /// `(operation, timestamp, body)`, so replay decodes them with this same code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataOp<'a> {
-    CreateStream { name: String },
-    UpdateStream { stream: Identifier, name: String },
-    DeleteStream { stream: Identifier },
-    PurgeStream { stream: Identifier },
-    CreateTopic { stream: Identifier, partitions_count: u32, name: String, options: &'a [u8] },
-    UpdateTopic { topic: TopicRef, name: String, options: &'a [u8] },
+    CreateStream {
+        name: String,
+    },
+    UpdateStream {
+        stream: Identifier,
+        name: String,
+    },
+    DeleteStream {
+        stream: Identifier,
+    },
+    PurgeStream {
+        stream: Identifier,
+    },
+    CreateTopic {
+        stream: Identifier,
+        partitions_count: u32,
+        name: String,
+        options: &'a [u8],
+    },
+    UpdateTopic {
+        topic: TopicRef,
+        name: String,
+        options: &'a [u8],
+    },
     DeleteTopic(TopicRef),
     PurgeTopic(TopicRef),
-    CreatePartitions { topic: TopicRef, count: u32 },
-    DeletePartitions { topic: TopicRef, count: u32 },
-    CreateConsumerGroup { topic: TopicRef, name: String },
-    DeleteConsumerGroup { topic: TopicRef, group: Identifier },
-    UpdateUser { user: Identifier, username: Option<String>, status: Option<u8> },
-    DeleteUser { user: Identifier },
-    UpdatePermissions { user: Identifier, permissions: Option<Permissions> },
+    CreatePartitions {
+        topic: TopicRef,
+        count: u32,
+    },
+    DeletePartitions {
+        topic: TopicRef,
+        count: u32,
+    },
+    CreateConsumerGroup {
+        topic: TopicRef,
+        name: String,
+    },
+    DeleteConsumerGroup {
+        topic: TopicRef,
+        group: Identifier,
+    },
+    UpdateUser {
+        user: Identifier,
+        username: Option<String>,
+        status: Option<u8>,
+    },
+    DeleteUser {
+        user: Identifier,
+    },
+    UpdatePermissions {
+        user: Identifier,
+        permissions: Option<Permissions>,
+    },
     /// Journal-only operations: they carry hashes, never secrets, and are never accepted
     /// from the wire (their operation bytes are outside the protocol's range).
-    InsertUser { username: String, password_hash: String, status: u8, permissions: Option<Permissions> },
-    SetPassword { user_id: u32, password_hash: String },
-    InsertToken { user_id: u32, name: String, token_hash: String, expiry_at: u64 },
-    RemoveToken { user_id: u32, name: String },
+    InsertUser {
+        username: String,
+        password_hash: String,
+        status: u8,
+        permissions: Option<Permissions>,
+    },
+    SetPassword {
+        user_id: u32,
+        password_hash: String,
+    },
+    InsertToken {
+        user_id: u32,
+        name: String,
+        token_hash: String,
+        expiry_at: u64,
+    },
+    RemoveToken {
+        user_id: u32,
+        name: String,
+    },
 }
 
 /// Why a request cannot be decoded; the transport maps these to a status or an eviction.
@@ -305,9 +392,13 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
         code::GET_USER => Command::GetUser { user: Identifier::decode(reader)? },
         code::GET_USERS => Command::GetUsers,
         code::GET_PERSONAL_ACCESS_TOKENS => Command::GetTokens,
-        code::GET_CONSUMER_GROUP => Command::GetConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+        code::GET_CONSUMER_GROUP => {
+            Command::GetConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
+        }
         code::GET_CONSUMER_GROUPS => Command::GetConsumerGroups { topic: topic_ref(reader)? },
-        code::SYNC_CONSUMER_GROUP => Command::SyncConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+        code::SYNC_CONSUMER_GROUP => {
+            Command::SyncConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
+        }
         code::FLUSH_UNSAVED_BUFFER => Command::FlushUnsavedBuffer {
             topic: topic_ref(reader)?,
             partition_id: reader.u32()?,
@@ -353,8 +444,12 @@ impl<'a> MetadataOp<'a> {
             op::PURGE_TOPIC => MetadataOp::PurgeTopic(topic_ref(reader)?),
             op::CREATE_PARTITIONS => MetadataOp::CreatePartitions { topic: topic_ref(reader)?, count: reader.u32()? },
             op::DELETE_PARTITIONS => MetadataOp::DeletePartitions { topic: topic_ref(reader)?, count: reader.u32()? },
-            op::CREATE_CONSUMER_GROUP => MetadataOp::CreateConsumerGroup { topic: topic_ref(reader)?, name: reader.name()? },
-            op::DELETE_CONSUMER_GROUP => MetadataOp::DeleteConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+            op::CREATE_CONSUMER_GROUP => {
+                MetadataOp::CreateConsumerGroup { topic: topic_ref(reader)?, name: reader.name()? }
+            }
+            op::DELETE_CONSUMER_GROUP => {
+                MetadataOp::DeleteConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
+            }
             other if users::is_user_op(other) => users::decode_op(other, reader)?,
             _ => {
                 reader.rest();

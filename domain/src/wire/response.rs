@@ -128,13 +128,13 @@ pub struct ClientInfo {
     pub address: String,
 }
 
-/// ClientResponse (no consumer groups yet).
-pub fn client(out: &mut Vec<u8>, info: &ClientInfo) {
+/// ClientResponse: the client and how many consumer groups it is a member of.
+pub fn client(out: &mut Vec<u8>, info: &ClientInfo, groups_count: u32) {
     out.put_u32(info.client_id);
     out.put_u32(info.user_id.unwrap_or(u32::MAX));
     out.put_u8(info.transport);
     out.put_long_string(&info.address);
-    out.put_u32(0);
+    out.put_u32(groups_count);
 }
 
 /// The numeric part of GET_STATS plus its strings and trailers.
@@ -197,6 +197,62 @@ pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
     out.put_u64(stats.total_disk_space);
 }
 
+/// UserResponse: `[id][created_at][status][username][options_len = 0]`.
+pub fn user(out: &mut Vec<u8>, user: &crate::metadata::User) {
+    out.put_u32(user.id);
+    out.put_u64(user.created_at);
+    out.put_u8(user.status);
+    out.put_name(&user.username);
+    out.put_u32(0);
+}
+
+/// UserDetails: the UserResponse, then the permissions (`00 00 00 00` when none).
+pub fn user_details(out: &mut Vec<u8>, user: &crate::metadata::User) {
+    self::user(out, user);
+    match &user.permissions {
+        None => out.put_u32(0),
+        Some(permissions) => {
+            let mut blob = Vec::new();
+            permissions.encode(&mut blob);
+            out.put_u8(1);
+            out.put_u32(blob.len() as u32);
+            out.extend_from_slice(&blob);
+        }
+    }
+}
+
+/// ConsumerGroupResponse: `[id][partitions_count][members_count][name]`.
+pub fn consumer_group(out: &mut Vec<u8>, group_id: u32, partitions_count: u32, members_count: u32, name: &str) {
+    out.put_u32(group_id);
+    out.put_u32(partitions_count);
+    out.put_u32(members_count);
+    out.put_name(name);
+}
+
+/// One member of ConsumerGroupDetails: `[member_id][n][partition_id × n]`.
+pub fn group_member(out: &mut Vec<u8>, member_id: u32, partitions: &[u32]) {
+    out.put_u32(member_id);
+    out.put_u32(partitions.len() as u32);
+    for partition in partitions {
+        out.put_u32(*partition);
+    }
+}
+
+/// ClientDetails: the ClientResponse with its memberships, then `[stream][topic][group]`
+/// for each of them.
+pub fn client_details(out: &mut Vec<u8>, info: &ClientInfo, groups: &[(u32, u32, u32)]) {
+    out.put_u32(info.client_id);
+    out.put_u32(info.user_id.unwrap_or(u32::MAX));
+    out.put_u8(info.transport);
+    out.put_long_string(&info.address);
+    out.put_u32(groups.len() as u32);
+    for (stream_id, topic_id, group_id) in groups {
+        out.put_u32(*stream_id);
+        out.put_u32(*topic_id);
+        out.put_u32(*group_id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,8 +270,15 @@ mod tests {
     #[test]
     fn topic_header_has_fixed_layout() {
         let settings = TopicSettings::default();
-        let topic =
-            Topic { id: 0, name: "events".into(), created_at: 1_700_000_000_000_000, settings, partitions: vec![0], consumer_groups: Default::default(), next_group_id: 0 };
+        let topic = Topic {
+            id: 0,
+            name: "events".into(),
+            created_at: 1_700_000_000_000_000,
+            settings,
+            partitions: vec![0],
+            consumer_groups: Default::default(),
+            next_group_id: 0,
+        };
         let mut out = Vec::new();
         topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });
         assert_eq!(&out[12..16], &1u32.to_le_bytes());

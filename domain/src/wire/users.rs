@@ -13,13 +13,27 @@ use crate::wire::reader::{Put, Reader};
 pub fn is_user_command(operation: u8) -> bool {
     matches!(
         operation,
-        op::CREATE_USER | op::CHANGE_PASSWORD | op::CREATE_PERSONAL_ACCESS_TOKEN | op::DELETE_PERSONAL_ACCESS_TOKEN | op::JOIN_CONSUMER_GROUP | op::LEAVE_CONSUMER_GROUP
+        op::CREATE_USER
+            | op::CHANGE_PASSWORD
+            | op::CREATE_PERSONAL_ACCESS_TOKEN
+            | op::DELETE_PERSONAL_ACCESS_TOKEN
+            | op::JOIN_CONSUMER_GROUP
+            | op::LEAVE_CONSUMER_GROUP
     )
 }
 
 /// Operations decoded into `MetadataOp` by this module.
 pub fn is_user_op(operation: u8) -> bool {
-    matches!(operation, op::UPDATE_USER | op::DELETE_USER | op::UPDATE_PERMISSIONS | op::INSERT_USER | op::SET_PASSWORD | op::INSERT_TOKEN | op::REMOVE_TOKEN)
+    matches!(
+        operation,
+        op::UPDATE_USER
+            | op::DELETE_USER
+            | op::UPDATE_PERMISSIONS
+            | op::INSERT_USER
+            | op::SET_PASSWORD
+            | op::INSERT_TOKEN
+            | op::REMOVE_TOKEN
+    )
 }
 
 fn topic_ref(reader: &mut Reader<'_>) -> Result<TopicRef, ErrorCode> {
@@ -54,7 +68,11 @@ fn put_optional_permissions(out: &mut Vec<u8>, permissions: &Option<Permissions>
 
 /// Options blocks on user requests: the SDK sends them empty, and users have no options.
 fn no_options(reader: &mut Reader<'_>) -> Result<(), ErrorCode> {
-    if crate::wire::tlv::decode_options(reader.rest())?.is_empty() { Ok(()) } else { Err(ErrorCode::UnsupportedOptionKey) }
+    if crate::wire::tlv::decode_options(reader.rest())?.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorCode::UnsupportedOptionKey)
+    }
 }
 
 pub fn decode_command<'a>(operation: u8, reader: &mut Reader<'a>) -> Result<Command<'a>, ErrorCode> {
@@ -67,11 +85,19 @@ pub fn decode_command<'a>(operation: u8, reader: &mut Reader<'a>) -> Result<Comm
             no_options(reader)?;
             Command::CreateUser { username, password, status, permissions }
         }
-        op::CHANGE_PASSWORD => Command::ChangePassword { user: Identifier::decode(reader)?, current: reader.short_string()?, new: reader.short_string()? },
+        op::CHANGE_PASSWORD => Command::ChangePassword {
+            user: Identifier::decode(reader)?,
+            current: reader.short_string()?,
+            new: reader.short_string()?,
+        },
         op::CREATE_PERSONAL_ACCESS_TOKEN => Command::CreateToken { name: reader.name()?, expiry_us: reader.u64()? },
         op::DELETE_PERSONAL_ACCESS_TOKEN => Command::DeleteToken { name: reader.name()? },
-        op::JOIN_CONSUMER_GROUP => Command::JoinConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
-        op::LEAVE_CONSUMER_GROUP => Command::LeaveConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? },
+        op::JOIN_CONSUMER_GROUP => {
+            Command::JoinConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
+        }
+        op::LEAVE_CONSUMER_GROUP => {
+            Command::LeaveConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
+        }
         _ => return Err(ErrorCode::InvalidCommand),
     })
 }
@@ -86,7 +112,10 @@ pub fn decode_op<'a>(operation: u8, reader: &mut Reader<'a>) -> Result<MetadataO
             MetadataOp::UpdateUser { user, username, status }
         }
         op::DELETE_USER => MetadataOp::DeleteUser { user: Identifier::decode(reader)? },
-        op::UPDATE_PERMISSIONS => MetadataOp::UpdatePermissions { user: Identifier::decode(reader)?, permissions: optional_permissions(reader)? },
+        op::UPDATE_PERMISSIONS => MetadataOp::UpdatePermissions {
+            user: Identifier::decode(reader)?,
+            permissions: optional_permissions(reader)?,
+        },
         op::INSERT_USER => MetadataOp::InsertUser {
             username: reader.name()?,
             password_hash: reader.short_string()?,
@@ -147,7 +176,12 @@ mod tests {
     #[test]
     fn journal_only_operations_round_trip() {
         let ops = [
-            MetadataOp::InsertUser { username: "alice".into(), password_hash: "$argon2id$x".into(), status: 1, permissions: Some(Permissions::all()) },
+            MetadataOp::InsertUser {
+                username: "alice".into(),
+                password_hash: "$argon2id$x".into(),
+                status: 1,
+                permissions: Some(Permissions::all()),
+            },
             MetadataOp::SetPassword { user_id: 3, password_hash: "$argon2id$y".into() },
             MetadataOp::InsertToken { user_id: 3, name: "ci".into(), token_hash: "abc".into(), expiry_at: 9 },
             MetadataOp::RemoveToken { user_id: 3, name: "ci".into() },

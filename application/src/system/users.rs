@@ -1,0 +1,190 @@
+//! Users, personal access tokens and login. Secrets are hashed through the `Offload` port
+//! (Argon2id off the event loop) before any operation is journaled.
+
+use rill_domain::error::ErrorCode;
+use rill_domain::identifier::Identifier;
+use rill_domain::metadata::User;
+use rill_domain::permissions::{Access, Permissions};
+use rill_domain::wire::command::{Credentials, MetadataOp};
+use rill_domain::wire::reader::Put;
+use rill_domain::wire::response;
+
+use super::System;
+use crate::credentials::{decoy_hash, generate_token, hash_password, hash_token, verify_password};
+use crate::ports::{Env, MetadataRead, Offload, ShardReply};
+
+/// A token expiry of u64::MAX never expires; 0 asks for the server default (never).
+fn token_expiry_at(expiry_us: u64, now_us: u64) -> u64 {
+    match expiry_us {
+        0 | u64::MAX => 0,
+        relative => now_us.saturating_add(relative),
+    }
+}
+
+impl<E: Env> System<E> {
+    async fn hash(&self, secret: &str) -> String {
+        let secret = secret.to_owned();
+        self.offload.run(move || hash_password(&secret)).await
+    }
+
+    async fn verify(&self, hash: &str, secret: &str) -> bool {
+        let (hash, secret) = (hash.to_owned(), secret.to_owned());
+        self.offload.run(move || verify_password(&hash, &secret)).await
+    }
+
+    /// Commits a journal-only operation through shard 0.
+    async fn commit_internal(&self, op: &MetadataOp<'_>) -> ShardReply {
+        let (operation, body) = op.encode_internal().expect("a journal-only operation");
+        self.execute_metadata(operation, &body, op).await
+    }
+
+    /// Checks credentials; returns the user id. Every failure costs one password hash.
+    pub(crate) async fn authenticate(&self, credentials: &Credentials) -> Result<u32, ErrorCode> {
+        let now = self.now_us();
+        match credentials {
+            Credentials::Password { username, password } => {
+                let guard = &self.shared.login_guard;
+                let user = self
+                    .metadata
+                    .read(|m| m.user_by_name(username).map(|u| (u.id, u.password_hash.clone(), u.is_active())));
+                let hash = user.as_ref().map_or(decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
+                let verified = self.verify(&hash, password).await;
+                let locked = guard.is_locked(username, now);
+                match user {
+                    Some((user_id, _, true)) if verified && !locked => {
+                        guard.clear(username);
+                        Ok(user_id)
+                    }
+                    _ => {
+                        if !verified {
+                            guard.record_failure(username, now);
+                        }
+                        Err(ErrorCode::InvalidCredentials)
+                    }
+                }
+            }
+            Credentials::Token(token) => {
+                let hash = hash_token(token);
+                let found = self
+                    .metadata
+                    .read(|m| m.token_owner(&hash).map(|(user, _, t)| (user.id, user.is_active(), t.expiry_at)));
+                match found {
+                    Some((_, _, expiry_at)) if expiry_at != 0 && expiry_at <= now => {
+                        Err(ErrorCode::PersonalAccessTokenExpired)
+                    }
+                    Some((user_id, true, _)) => Ok(user_id),
+                    _ => Err(ErrorCode::InvalidPersonalAccessToken),
+                }
+            }
+        }
+    }
+
+    /// Whether `user_id` holds `access`; an unknown or inactive user holds nothing.
+    pub(crate) fn authorize(&self, user_id: u32, access: Access) -> Result<(), ErrorCode> {
+        let allowed = self.metadata.read(|m| {
+            m.user(user_id)
+                .filter(|u| u.is_active())
+                .and_then(|u| u.permissions.as_ref())
+                .is_some_and(|p: &Permissions| p.allows(access))
+        });
+        if allowed { Ok(()) } else { Err(ErrorCode::Unauthorized) }
+    }
+
+    pub async fn create_user(
+        &self,
+        username: &str,
+        password: &str,
+        status: u8,
+        permissions: Option<Permissions>,
+    ) -> ShardReply {
+        if !(3..=100).contains(&password.len()) {
+            return Err(ErrorCode::InvalidPassword);
+        }
+        let password_hash = self.hash(password).await;
+        let op = MetadataOp::InsertUser { username: username.to_owned(), password_hash, status, permissions };
+        self.commit_internal(&op).await
+    }
+
+    /// Changes a password after checking the current one. Users change their own;
+    /// changing someone else's needs manage_users.
+    pub async fn change_password(&self, caller: u32, user: &Identifier, current: &str, new: &str) -> ShardReply {
+        let target = self
+            .metadata
+            .read(|m| m.user_id(user).map(|id| (id, m.user(id).map(|u| u.password_hash.clone()).unwrap_or_default())));
+        let (user_id, hash) = target?;
+        if user_id != caller {
+            self.authorize(caller, Access::ManageUsers)?;
+        }
+        if !(3..=100).contains(&new.len()) {
+            return Err(ErrorCode::InvalidPassword);
+        }
+        if !self.verify(&hash, current).await {
+            return Err(ErrorCode::InvalidCredentials);
+        }
+        let password_hash = self.hash(new).await;
+        self.commit_internal(&MetadataOp::SetPassword { user_id, password_hash }).await
+    }
+
+    pub fn get_user(&self, user: &Identifier) -> Vec<u8> {
+        self.metadata.read(|m| {
+            let mut out = Vec::new();
+            if let Some(user) = m.user_id(user).ok().and_then(|id| m.user(id)) {
+                response::user_details(&mut out, user);
+            }
+            out
+        })
+    }
+
+    pub fn get_users(&self) -> Vec<u8> {
+        self.metadata.read(|m| {
+            let mut out = Vec::new();
+            m.users().for_each(|user: &User| response::user(&mut out, user));
+            out
+        })
+    }
+
+    /// Creates a token for the caller; the raw token is returned once and never stored.
+    pub async fn create_token(&self, user_id: u32, name: &str, expiry_us: u64) -> ShardReply {
+        let token = generate_token();
+        let expiry_at = token_expiry_at(expiry_us, self.now_us());
+        let op = MetadataOp::InsertToken { user_id, name: name.to_owned(), token_hash: hash_token(&token), expiry_at };
+        let mut out = self.commit_internal(&op).await?;
+        out.put_name(&token);
+        Ok(out)
+    }
+
+    pub async fn delete_token(&self, user_id: u32, name: &str) -> ShardReply {
+        self.commit_internal(&MetadataOp::RemoveToken { user_id, name: name.to_owned() }).await
+    }
+
+    pub fn get_tokens(&self, user_id: u32) -> Vec<u8> {
+        self.metadata.read(|m| {
+            let mut out = Vec::new();
+            for (name, token) in m.user(user_id).map(|u| u.tokens.iter().collect::<Vec<_>>()).unwrap_or_default() {
+                out.put_name(name);
+                out.put_u64(token.expiry_at);
+            }
+            out
+        })
+    }
+
+    /// Removes every expired token; shard 0 runs this periodically.
+    pub async fn remove_expired_tokens(&self) {
+        let now = self.now_us();
+        let expired: Vec<(u32, String)> = self.metadata.read(|m| {
+            m.users()
+                .flat_map(|u| {
+                    u.tokens
+                        .iter()
+                        .filter(|(_, t)| t.expiry_at != 0 && t.expiry_at <= now)
+                        .map(|(n, _)| (u.id, n.clone()))
+                })
+                .collect()
+        });
+        for (user_id, name) in expired {
+            if let Err(code) = self.delete_token(user_id, &name).await {
+                tracing::warn!(user_id, %code, "removing an expired token failed");
+            }
+        }
+    }
+}
