@@ -106,10 +106,13 @@ pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
         ready: ready_rx,
     };
     let result = std::thread::Builder::new().name("rill-shard-0".into()).spawn(move || shard0.run())?.join();
+    // A failed start leaves peer shards waiting on their inboxes: return at once, and the
+    // process ends with them. After a clean shutdown every shard has been told to stop.
+    result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))??;
     for thread in threads {
         let _ = thread.join();
     }
-    result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))?
+    Ok(())
 }
 
 fn memory_pool(config: &Config) -> anyhow::Result<MemoryPool> {

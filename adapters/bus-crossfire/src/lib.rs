@@ -17,7 +17,8 @@ pub enum Envelope {
     Call { request: ShardRequest, reply: Responder },
     /// An accepted TCP connection: the duplicated descriptor and the peer's address.
     Connection { fd: OwnedFd, peer: SocketAddr },
-    /// Stop serving: the shard flushes and its event loop ends.
+    /// Stop serving: the shard's event loop ends (its partitions were flushed and closed
+    /// before this is sent).
     Shutdown,
 }
 

@@ -269,18 +269,23 @@ impl<E: Env> System<E> {
             .join(namespace.partition_id().to_string())
     }
 
-    /// Flushes, with fsync, every partition this shard owns; used at shutdown.
+    /// Flushes, with fsync, every partition this shard owns and closes it: an operation
+    /// that arrives later is refused instead of acknowledged and then lost. Used at
+    /// shutdown; operations already in flight finish first, since each holds its
+    /// partition's lock.
     pub async fn flush_owned(&self) -> std::io::Result<()> {
         let owned: Vec<Rc<Partition<E::Storage>>> = self.partitions.borrow().values().cloned().collect();
         for partition in owned {
             let mut log = partition.log.lock().await;
             log.flush(&self.storage, true).await?;
             partition.refresh(&log);
+            partition.deleted.set(true);
         }
         Ok(())
     }
 
-    /// Flushes every partition of every shard (shard 0 asks the others over the bus).
+    /// Flushes and closes every partition of every shard (shard 0 asks the others over
+    /// the bus); used at shutdown.
     pub async fn flush_all(&self) -> std::io::Result<()> {
         for shard in 0..self.shared.shard_count {
             let result = if shard == self.shard_id {
