@@ -182,6 +182,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         login_failure_window_us: duration("login.failure_window")?,
         rebalancing_timeout_us: duration("consumer_group.rebalancing_timeout")?,
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
+        session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
     };
     Ok(Config {
         security,

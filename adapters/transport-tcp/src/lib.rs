@@ -16,7 +16,7 @@ use rill_application::ports::bus::next_connection_shard;
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, System, Transport};
 use rill_domain::constants::HEADER_SIZE;
-use rill_domain::wire::header::{RequestHeader, frame_size};
+use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, frame_size};
 
 /// How long a start waits for a port that is still in use. A predecessor killed with
 /// SIGKILL can hold its listening socket for a moment after it exits, because the kernel
@@ -107,8 +107,21 @@ async fn request_loop<E: Env>(
     stream: &mut TcpStream,
 ) -> io::Result<()> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
+    let idle_limit_us = system.shared.config.security.session_idle_limit_us;
     loop {
-        let BufResult(result, buf) = stream.read_exact(header_buf).await;
+        let read = stream.read_exact(header_buf);
+        let BufResult(result, buf) = if idle_limit_us == 0 {
+            read.await
+        } else {
+            match compio::time::timeout(std::time::Duration::from_micros(idle_limit_us), read).await {
+                Ok(done) => done,
+                Err(_) => {
+                    let client = connection.bound.map_or(1, |bound| bound.client);
+                    let _ = stream.write_all(encode_eviction(client, EvictionReason::StaleClient, (0, 0))).await;
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "session idle past its limit"));
+                }
+            }
+        };
         header_buf = buf;
         result?;
         let header_bytes: &[u8; HEADER_SIZE] = header_buf.as_slice().try_into().expect("header buffer is 256 bytes");

@@ -52,6 +52,9 @@ pub struct SecurityConfig {
     /// How long a consumer-group partition waits for its old owner to let go.
     pub rebalancing_timeout_us: u64,
     pub token_cleaner_interval_us: u64,
+    /// A connection silent for longer than this is evicted (0: never). Clients ping every
+    /// few seconds, so only dead or stuck peers reach it.
+    pub session_idle_limit_us: u64,
 }
 
 impl Default for SecurityConfig {
@@ -61,6 +64,7 @@ impl Default for SecurityConfig {
             login_failure_window_us: 300_000_000,
             rebalancing_timeout_us: 30_000_000,
             token_cleaner_interval_us: 60_000_000,
+            session_idle_limit_us: 36_000_000,
         }
     }
 }

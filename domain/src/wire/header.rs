@@ -118,6 +118,7 @@ pub enum EvictionReason {
     InvalidCredentials = 9,
     InvalidToken = 10,
     UserInactive = 11,
+    StaleClient = 13,
     IncompatibleProtocol = 14,
     MalformedLogin = 15,
 }
