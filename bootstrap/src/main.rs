@@ -29,16 +29,25 @@ fn parse_flags() -> Result<Flags, String> {
     Ok(flags)
 }
 
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+/// Logs go to stderr and to `<data>/logs/rill.log` (appended). A log file that cannot be
+/// opened is reported and skipped: logging must not stop the server from starting.
+fn init_logging(level: &str, data_path: &str) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_thread_names(true)
-        .with_writer(std::io::stderr)
-        .init();
+    let stderr = tracing_subscriber::fmt::layer().with_ansi(ansi).with_thread_names(true).with_writer(std::io::stderr);
+    let logs = std::path::Path::new(data_path).join("logs");
+    let file = std::fs::create_dir_all(&logs)
+        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(logs.join("rill.log")));
+    let file_layer = match file {
+        Ok(file) => Some(tracing_subscriber::fmt::layer().with_ansi(false).with_thread_names(true).with_writer(std::sync::Mutex::new(file))),
+        Err(error) => {
+            eprintln!("rill-server: cannot open {}: {error}; logging to stderr only", logs.join("rill.log").display());
+            None
+        }
+    };
+    tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).init();
 }
 
 fn main() -> ExitCode {
@@ -66,12 +75,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log_level);
-    for key in &config.unknown_keys {
-        tracing::warn!(key = %key, "unknown configuration key; it has no effect");
-    }
     if flags.fresh {
         let _ = std::fs::remove_dir_all(&config.system_path);
+    }
+    init_logging(&config.log_level, &config.system_path);
+    for key in &config.unknown_keys {
+        tracing::warn!(key = %key, "unknown configuration key; it has no effect");
     }
     let root = host::root_seed(
         env.get("IGGY_ROOT_USERNAME").cloned(),

@@ -111,7 +111,7 @@ async fn names_are_unique_per_user_and_deleted_tokens_cannot_log_in() -> anyhow:
     assert_token_refused(&address, &doomed.token, "deleted token").await;
     assert!(first.delete_personal_access_token("doomed").await.is_err(), "deleting twice");
 
-    // A user cannot delete another user's token by name: "ci" of `second` stays.
+    // Deleting by name touches only the caller's own tokens: "ci" of `second` stays.
     first.delete_personal_access_token("ci").await?;
     assert!(listed(&first).await?.is_empty());
     assert_eq!(listed(&second).await?, vec![("ci".to_owned(), None)]);
@@ -220,7 +220,7 @@ async fn users_without_permissions_manage_their_own_tokens() -> anyhow::Result<(
 async fn tokens_survive_a_graceful_restart() -> anyhow::Result<()> {
     let mut server = TestServer::start()?;
     let address = server.tcp_address();
-    let (owner, never, hourly, before) = {
+    let (owner, never, hourly, list_before, gone) = {
         let root = connect_root(&address).await?;
         let owner = root.create_user("keeper", "keeper-pass", UserStatus::Active, None).await?;
         let client = connect_user(&address, "keeper", "keeper-pass").await?;
@@ -229,11 +229,10 @@ async fn tokens_survive_a_graceful_restart() -> anyhow::Result<()> {
         let hourly = client.create_personal_access_token("hourly", hour).await?;
         let gone = client.create_personal_access_token("gone", IggyExpiry::NeverExpire).await?;
         client.delete_personal_access_token("gone").await?;
-        (owner, never, hourly, (listed(&client).await?, gone))
+        (owner, never, hourly, listed(&client).await?, gone)
     };
     server.restart()?;
 
-    let (list_before, gone) = before;
     assert_eq!(login_with_token(&address, &never.token).await?.user_id, owner.id);
     assert_eq!(login_with_token(&address, &hourly.token).await?.user_id, owner.id);
     assert_token_refused(&address, &gone.token, "a token deleted before the restart").await;
