@@ -79,8 +79,10 @@ impl GroupState {
         }
     }
 
-    fn owned_by(&self, client: u128) -> Vec<u32> {
-        self.owner.iter().filter(|(_, owner)| **owner == client).map(|(p, _)| *p).collect()
+    /// The partitions assigned to `client` once the rebalance settles: what sync and the
+    /// group details report. Polls are gated on `owner`, which follows once old owners let go.
+    fn assigned_to(&self, client: u128) -> Vec<u32> {
+        (0..self.partitions_count).filter(|&p| self.target(p) == Some(client)).collect()
     }
 }
 
@@ -168,7 +170,7 @@ impl Groups {
                 return None;
             }
             self.refresh(state, partitions_count, Some(client), now_us);
-            Some((state.generation, state.owned_by(client)))
+            Some((state.generation, state.assigned_to(client)))
         })
     }
 
@@ -187,7 +189,7 @@ impl Groups {
             state
                 .members
                 .iter()
-                .map(|m| MemberInfo { client_id: m.client_id, partitions: state.owned_by(m.client) })
+                .map(|m| MemberInfo { client_id: m.client_id, partitions: state.assigned_to(m.client) })
                 .collect()
         })
     }
@@ -207,13 +209,13 @@ mod tests {
     const KEY: GroupKey = GroupKey { stream_id: 0, topic_id: 0, group_id: 0 };
     const TIMEOUT: u64 = 30_000_000;
 
-    /// Every member syncs twice: the first round lets old owners release, the second
-    /// reports the settled assignment.
     fn assignment(groups: &Groups, clients: &[u128]) -> Vec<Vec<u32>> {
-        for &client in clients {
-            groups.sync(KEY, client, 6, 0);
-        }
         clients.iter().map(|&c| groups.sync(KEY, c, 6, 0).map(|(_, p)| p).unwrap_or_default()).collect()
+    }
+
+    /// Who may poll each partition right now; never more than one member.
+    fn owners(groups: &Groups, clients: &[u128]) -> Vec<Vec<u128>> {
+        (0..6).map(|p| clients.iter().copied().filter(|&c| groups.owns(KEY, c, p, 6, 0)).collect()).collect()
     }
 
     #[test]
@@ -222,14 +224,17 @@ mod tests {
         groups.join(KEY, 1, 10, 6, 0);
         assert_eq!(assignment(&groups, &[1]), vec![vec![0, 1, 2, 3, 4, 5]]);
         groups.join(KEY, 2, 20, 6, 0);
-        // Member 1 still owns everything until it syncs; then 1, 3, 5 move to member 2.
+        // Member 1 may still poll everything until it syncs; only then do 1, 3, 5 move.
         assert!(groups.owns(KEY, 1, 1, 6, 0) && !groups.owns(KEY, 2, 1, 6, 0));
-        assert_eq!(assignment(&groups, &[1, 2]), vec![vec![0, 2, 4], vec![1, 3, 5]]);
+        assert_eq!(assignment(&groups, &[2, 1]), vec![vec![1, 3, 5], vec![0, 2, 4]]);
+        assert!(groups.owns(KEY, 2, 1, 6, 0) && !groups.owns(KEY, 1, 1, 6, 0));
         groups.join(KEY, 3, 30, 6, 0);
-        let all = assignment(&groups, &[1, 2, 3]);
-        let mut seen: Vec<u32> = all.concat();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..6).collect::<Vec<_>>(), "each partition exactly once: {all:?}");
+        for round in 0..3 {
+            let owners = owners(&groups, &[1, 2, 3]);
+            assert!(owners.iter().all(|o| o.len() <= 1), "round {round}: {owners:?}");
+            assignment(&groups, &[1, 2, 3]);
+        }
+        assert_eq!(owners(&groups, &[1, 2, 3]), vec![vec![1], vec![2], vec![3], vec![1], vec![2], vec![3]]);
     }
 
     #[test]
