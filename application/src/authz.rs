@@ -31,13 +31,14 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::PollMessages(request) => topic(metadata, &request.topic, Access::Poll),
         Command::GetConsumerOffset { topic: t, .. }
         | Command::StoreConsumerOffset { topic: t, .. }
-        | Command::DeleteConsumerOffset { topic: t, .. }
-        | Command::JoinConsumerGroup { topic: t, .. }
+        | Command::DeleteConsumerOffset { topic: t, .. } => topic(metadata, t, Access::Poll),
+        // Group membership, like group management, is a topic-read right, as in Iggy; the
+        // polls a member then makes still need poll rights.
+        Command::JoinConsumerGroup { topic: t, .. }
         | Command::LeaveConsumerGroup { topic: t, .. }
-        | Command::SyncConsumerGroup { topic: t, .. } => topic(metadata, t, Access::Poll),
-        Command::GetConsumerGroup { topic: t, .. } | Command::GetConsumerGroups { topic: t } => {
-            topic(metadata, t, Access::ReadTopic)
-        }
+        | Command::SyncConsumerGroup { topic: t, .. }
+        | Command::GetConsumerGroup { topic: t, .. }
+        | Command::GetConsumerGroups { topic: t } => topic(metadata, t, Access::ReadTopic),
         Command::GetUser { user } => match metadata.user_id(user) {
             Ok(id) if id == caller => None,
             _ => Some(Access::ReadUsers),
@@ -47,6 +48,8 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         // Checked by the use case: self, or manage_users for someone else.
         Command::ChangePassword { .. } => None,
         Command::GetTokens | Command::CreateToken { .. } | Command::DeleteToken { .. } => None,
+        // GET_SNAPSHOT_FILE reads server internals.
+        Command::Unsupported { code: 11 } => Some(Access::ReadServers),
         Command::GetMe | Command::GetClusterMetadata | Command::Unsupported { .. } => None,
         Command::Ping | Command::Register { .. } | Command::Logout => None,
     }
@@ -63,9 +66,10 @@ fn metadata_access(metadata: &Metadata, op: &MetadataOp<'_>) -> Option<Access> {
         | MetadataOp::DeleteTopic(t)
         | MetadataOp::PurgeTopic(t)
         | MetadataOp::CreatePartitions { topic: t, .. }
-        | MetadataOp::DeletePartitions { topic: t, .. }
-        | MetadataOp::CreateConsumerGroup { topic: t, .. }
-        | MetadataOp::DeleteConsumerGroup { topic: t, .. } => topic(metadata, t, Access::ManageTopic),
+        | MetadataOp::DeletePartitions { topic: t, .. } => topic(metadata, t, Access::ManageTopic),
+        MetadataOp::CreateConsumerGroup { topic: t, .. } | MetadataOp::DeleteConsumerGroup { topic: t, .. } => {
+            topic(metadata, t, Access::ReadTopic)
+        }
         MetadataOp::UpdateUser { .. } | MetadataOp::DeleteUser { .. } | MetadataOp::UpdatePermissions { .. } => {
             Some(Access::ManageUsers)
         }

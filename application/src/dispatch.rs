@@ -68,6 +68,16 @@ impl<E: Env> System<E> {
             Err(DecodeError::Body(_)) if header.operation == operation::REGISTER => {
                 return Outcome::Evict(encode_eviction(header.client, EvictionReason::MalformedLogin, (0, 0)));
             }
+            // Before login a malformed read is still just unauthenticated, and a malformed
+            // write still has no session: authentication is checked before the body.
+            Err(DecodeError::Body(_))
+                if connection.bound.is_none() && header.operation == operation::NON_REPLICATED =>
+            {
+                return reply(ErrorCode::Unauthenticated);
+            }
+            Err(DecodeError::Body(_)) if connection.bound.is_none() && header.operation != operation::LOGOUT => {
+                return Outcome::Evict(encode_eviction(header.client, EvictionReason::NoSession, (0, 0)));
+            }
             Err(DecodeError::Body(code)) => return reply(code),
         };
         match command {

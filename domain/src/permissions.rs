@@ -1,7 +1,7 @@
 //! User permissions as Iggy defines them (global, per stream, per topic), their wire blob,
 //! and the access rules. Grants cascade downward: a global grant covers every stream, a
-//! stream grant every topic in it, and `manage` implies `read`. Message rights (poll, send)
-//! are their own grants at each level.
+//! stream grant every topic in it, and `manage` implies `read`. Reading a topic includes
+//! polling its messages (as in Iggy); sending is its own grant at each level.
 
 use std::collections::BTreeMap;
 
@@ -208,8 +208,10 @@ impl Permissions {
             Access::CreateTopic(s) => topics_manage(s),
             Access::ReadTopic(s, t) => topic_reads(s, t),
             Access::ManageTopic(s, t) => topic_manages(s, t),
+            // Reading a topic includes reading its messages, as in Iggy.
             Access::Poll(s, t) => {
                 g.poll_messages
+                    || topic_reads(s, t)
                     || stream(s).is_some_and(|p| p.poll_messages)
                     || topic(s, t).is_some_and(|p| p.poll_messages)
             }
@@ -263,7 +265,8 @@ mod tests {
         assert!(p.allows(Access::ReadStream(1)) && !p.allows(Access::ManageStream(1)));
         assert!(p.allows(Access::ReadTopic(1, 9)), "read_stream reads its topics");
         assert!(p.allows(Access::ManageTopic(1, 3)) && !p.allows(Access::ManageTopic(1, 9)));
-        assert!(p.allows(Access::Poll(1, 4)) && !p.allows(Access::Poll(1, 3)));
+        assert!(p.allows(Access::Poll(1, 4)) && p.allows(Access::Poll(1, 3)), "read rights include polling");
+        assert!(!p.allows(Access::Poll(5, 1)) && !p.allows(Access::Send(1, 3)));
         assert!(
             p.allows(Access::ManageTopic(2, 7))
                 && p.allows(Access::CreateTopic(2))
