@@ -34,14 +34,20 @@ fn parse_flags() -> Result<Flags, String> {
 fn init_logging(level: &str, data_path: &str) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stderr = tracing_subscriber::fmt::layer().with_ansi(ansi).with_thread_names(true).with_writer(std::io::stderr);
     let logs = std::path::Path::new(data_path).join("logs");
     let file = std::fs::create_dir_all(&logs)
         .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(logs.join("rill.log")));
     let file_layer = match file {
-        Ok(file) => Some(tracing_subscriber::fmt::layer().with_ansi(false).with_thread_names(true).with_writer(std::sync::Mutex::new(file))),
+        Ok(file) => Some(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_thread_names(true)
+                .with_writer(std::sync::Mutex::new(file)),
+        ),
         Err(error) => {
             eprintln!("rill-server: cannot open {}: {error}; logging to stderr only", logs.join("rill.log").display());
             None

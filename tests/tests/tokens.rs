@@ -2,8 +2,8 @@
 
 use iggy::prelude::*;
 use rill_tests::{
-    TestServer, connect_anonymous, connect_root, connect_user, contains_bytes, error_code, eventually, files_under,
-    id, named,
+    TestServer, connect_anonymous, connect_root, connect_user, contains_bytes, error_code, eventually, files_under, id,
+    named,
 };
 use std::time::Duration;
 
@@ -98,23 +98,23 @@ async fn names_are_unique_per_user_and_deleted_tokens_cannot_log_in() -> anyhow:
     let first = connect_user(&address, "first", "first-pass").await?;
     let second = connect_user(&address, "second", "second-pass").await?;
 
-    let kept = first.create_personal_access_token("ci", IggyExpiry::NeverExpire).await?;
-    let duplicate = first.create_personal_access_token("ci", IggyExpiry::NeverExpire).await;
+    let kept = first.create_personal_access_token("ci-bot", IggyExpiry::NeverExpire).await?;
+    let duplicate = first.create_personal_access_token("ci-bot", IggyExpiry::NeverExpire).await;
     assert_eq!(error_code(duplicate, "duplicate name"), TOKEN_ALREADY_EXISTS);
-    let other = second.create_personal_access_token("ci", IggyExpiry::NeverExpire).await?;
+    let other = second.create_personal_access_token("ci-bot", IggyExpiry::NeverExpire).await?;
     assert_ne!(kept.token, other.token);
 
     let doomed = first.create_personal_access_token("doomed", IggyExpiry::NeverExpire).await?;
     login_with_token(&address, &doomed.token).await?;
     first.delete_personal_access_token("doomed").await?;
-    assert_eq!(listed(&first).await?, vec![("ci".to_owned(), None)]);
+    assert_eq!(listed(&first).await?, vec![("ci-bot".to_owned(), None)]);
     assert_token_refused(&address, &doomed.token, "deleted token").await;
     assert!(first.delete_personal_access_token("doomed").await.is_err(), "deleting twice");
 
-    // Deleting by name touches only the caller's own tokens: "ci" of `second` stays.
-    first.delete_personal_access_token("ci").await?;
+    // Deleting by name touches only the caller's own tokens: "ci-bot" of `second` stays.
+    first.delete_personal_access_token("ci-bot").await?;
     assert!(listed(&first).await?.is_empty());
-    assert_eq!(listed(&second).await?, vec![("ci".to_owned(), None)]);
+    assert_eq!(listed(&second).await?, vec![("ci-bot".to_owned(), None)]);
     login_with_token(&address, &other.token).await?;
     assert_token_refused(&address, &kept.token, "deleted ci of first").await;
 
@@ -248,9 +248,8 @@ async fn tokens_survive_a_graceful_restart() -> anyhow::Result<()> {
 fn assert_secrets_absent(server: &TestServer, secrets: &[&str]) -> anyhow::Result<()> {
     let data_files = files_under(&server.data_dir());
     assert!(!data_files.is_empty(), "the data directory holds files");
-    let anything_named = data_files
-        .iter()
-        .any(|path| std::fs::read(path).is_ok_and(|bytes| contains_bytes(&bytes, b"vault-keeper")));
+    let anything_named =
+        data_files.iter().any(|path| std::fs::read(path).is_ok_and(|bytes| contains_bytes(&bytes, b"vault-keeper")));
     assert!(anything_named, "the username is stored somewhere, so the scan reads the real metadata");
 
     let root_dir = server.data_dir().parent().expect("test root").to_path_buf();

@@ -305,10 +305,10 @@ async fn users_statuses_permissions_and_passwords_survive_a_graceful_restart() -
     {
         let root = connect_root(&address).await?;
         root.create_user("lena", "lena-pass", UserStatus::Active, Some(sample_permissions())).await?;
-        root.create_user("mo", "mo-pass", UserStatus::Inactive, None).await?;
+        root.create_user("moe", "moe-pass", UserStatus::Inactive, None).await?;
         root.create_user("nia", "nia-pass", UserStatus::Active, None).await?;
         root.change_password(&named("nia"), "nia-pass", "nia-changed").await?;
-        root.delete_user(&named("mo")).await?;
+        root.delete_user(&named("moe")).await?;
         root.create_user("otto", "otto-pass", UserStatus::Inactive, None).await?;
     }
     server.restart()?;
