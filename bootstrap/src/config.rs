@@ -180,6 +180,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     let security = rill_application::system::SecurityConfig {
         login_max_failures: max_failures as u32,
         login_failure_window_us: duration("login.failure_window")?,
+        login_failure_delay_us: duration("login.failure_delay")?,
         rebalancing_timeout_us: duration("consumer_group.rebalancing_timeout")?,
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
         session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },

@@ -49,6 +49,8 @@ pub struct SystemConfig {
 pub struct SecurityConfig {
     pub login_max_failures: u32,
     pub login_failure_window_us: u64,
+    /// How long a failed password login waits before it is answered.
+    pub login_failure_delay_us: u64,
     /// How long a consumer-group partition waits for its old owner to let go.
     pub rebalancing_timeout_us: u64,
     pub token_cleaner_interval_us: u64,
@@ -62,6 +64,7 @@ impl Default for SecurityConfig {
         Self {
             login_max_failures: 10,
             login_failure_window_us: 300_000_000,
+            login_failure_delay_us: 250_000,
             rebalancing_timeout_us: 30_000_000,
             token_cleaner_interval_us: 60_000_000,
             session_idle_limit_us: 36_000_000,

@@ -32,6 +32,22 @@ impl<E: Env> System<E> {
         self.offload.run(move || verify_password(&hash, &secret)).await
     }
 
+    /// Verifies a login password; a failure also waits the configured delay, on the
+    /// offload thread, so guessing is slow while the event loop keeps serving.
+    async fn verify_login(&self, hash: &str, secret: &str) -> bool {
+        let (hash, secret) = (hash.to_owned(), secret.to_owned());
+        let delay = std::time::Duration::from_micros(self.shared.config.security.login_failure_delay_us);
+        self.offload
+            .run(move || {
+                let verified = verify_password(&hash, &secret);
+                if !verified {
+                    std::thread::sleep(delay);
+                }
+                verified
+            })
+            .await
+    }
+
     /// Commits a journal-only operation through shard 0.
     async fn commit_internal(&self, op: &MetadataOp<'_>) -> ShardReply {
         let (operation, body) = op.encode_internal().expect("a journal-only operation");
@@ -48,7 +64,7 @@ impl<E: Env> System<E> {
                     .metadata
                     .read(|m| m.user_by_name(username).map(|u| (u.id, u.password_hash.clone(), u.is_active())));
                 let hash = user.as_ref().map_or(decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
-                let verified = self.verify(&hash, password).await;
+                let verified = self.verify_login(&hash, password).await;
                 let locked = guard.is_locked(username, now);
                 match user {
                     Some((user_id, _, true)) if verified && !locked => {
