@@ -2,6 +2,8 @@
 //! to a use case, and the reply frame. Transports call `handle` once per request frame.
 
 use rill_domain::constants::HEADER_SIZE;
+use std::cell::Cell;
+
 use rill_domain::error::ErrorCode;
 use rill_domain::version;
 use rill_domain::wire::codes::operation;
@@ -20,11 +22,23 @@ pub struct BoundSession {
     pub user_id: u32,
 }
 
-/// Per-connection state a transport keeps and passes to every `handle` call.
+/// Per-connection state a transport keeps and passes to every `handle` call. The session
+/// sits in a `Cell` so requests of one connection may run concurrently on its shard (QUIC
+/// serves each stream independently); a login or logout replaces it whole.
 #[derive(Debug)]
 pub struct Connection {
     pub client_id: u32,
-    pub bound: Option<BoundSession>,
+    bound: Cell<Option<BoundSession>>,
+}
+
+impl Connection {
+    pub fn new(client_id: u32) -> Self {
+        Self { client_id, bound: Cell::new(None) }
+    }
+
+    pub fn bound(&self) -> Option<BoundSession> {
+        self.bound.get()
+    }
 }
 
 /// What a transport does with the result of one request.
@@ -48,7 +62,7 @@ fn fields_valid(header: &RequestHeader) -> bool {
 }
 
 impl<E: Env> System<E> {
-    pub async fn handle(&self, connection: &mut Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
+    pub async fn handle(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
         let reply = |status: ErrorCode| Outcome::Reply(encode_reply(header, self.commit(), status.code(), &[]));
         if !header.checksum_matches(body) {
             return reply(ErrorCode::InvalidFormat);
@@ -71,11 +85,11 @@ impl<E: Env> System<E> {
             // Before login a malformed read is still just unauthenticated, and a malformed
             // write still has no session: authentication is checked before the body.
             Err(DecodeError::Body(_))
-                if connection.bound.is_none() && header.operation == operation::NON_REPLICATED =>
+                if connection.bound().is_none() && header.operation == operation::NON_REPLICATED =>
             {
                 return reply(ErrorCode::Unauthenticated);
             }
-            Err(DecodeError::Body(_)) if connection.bound.is_none() && header.operation != operation::LOGOUT => {
+            Err(DecodeError::Body(_)) if connection.bound().is_none() && header.operation != operation::LOGOUT => {
                 return Outcome::Evict(encode_eviction(header.client, EvictionReason::NoSession, (0, 0)));
             }
             Err(DecodeError::Body(code)) => return reply(code),
@@ -91,7 +105,7 @@ impl<E: Env> System<E> {
                 }
                 Outcome::Reply(encode_reply(header, self.commit(), 0, &[]))
             }
-            _ if connection.bound.is_none() => {
+            _ if connection.bound().is_none() => {
                 if header.operation == operation::NON_REPLICATED {
                     reply(ErrorCode::Unauthenticated)
                 } else {
@@ -115,7 +129,7 @@ impl<E: Env> System<E> {
 
     async fn register(
         &self,
-        connection: &mut Connection,
+        connection: &Connection,
         header: &RequestHeader,
         protocol_version: u32,
         credentials: &Credentials,
@@ -139,7 +153,7 @@ impl<E: Env> System<E> {
         };
         let session = self.next_session();
         let bound = BoundSession { client: header.client, session, user_id };
-        connection.bound = Some(bound);
+        connection.bound.set(Some(bound));
         self.shared.clients.set_user(connection.client_id, Some(user_id));
         let mut body = Vec::new();
         response::login(&mut body, user_id, session);
@@ -153,7 +167,7 @@ impl<E: Env> System<E> {
         body: &[u8],
         command: Command<'_>,
     ) -> Result<Vec<u8>, ErrorCode> {
-        let caller = connection.bound.expect("only bound connections reach execute");
+        let caller = connection.bound().expect("only bound connections reach execute");
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }

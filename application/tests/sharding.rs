@@ -89,7 +89,7 @@ impl Client {
     fn login(system: &Rc<System<SimEnv>>) -> Self {
         let client_id =
             system.shared.clients.connect("sim".into(), rill_application::Transport::Tcp, system.shard_id());
-        let mut client = Self { system: system.clone(), connection: Connection { client_id, bound: None }, request: 0 };
+        let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
         body.extend_from_slice(b"\x04iggy\x04iggy\x00\x00\x00\x00");
         client.call(operation::REGISTER, 0, &body).expect("login");
@@ -98,7 +98,7 @@ impl Client {
 
     /// Sends one request; returns the reply body or the status.
     fn call(&mut self, op: u8, nr_code: u32, body: &[u8]) -> Result<Vec<u8>, u32> {
-        let session = self.connection.bound.map_or(0, |b| b.session);
+        let session = self.connection.bound().map_or(0, |b| b.session);
         let request = if op == operation::REGISTER { 0 } else { self.request + 1 };
         self.request = request;
         let header = RequestHeader {
@@ -111,7 +111,7 @@ impl Client {
             session,
             code: nr_code,
         };
-        match block_on(self.system.handle(&mut self.connection, &header, body)) {
+        match block_on(self.system.handle(&self.connection, &header, body)) {
             Outcome::Reply(frame) => {
                 let status = u32::from_le_bytes(frame[216..220].try_into().unwrap());
                 if status == 0 { Ok(frame[256..].to_vec()) } else { Err(status) }

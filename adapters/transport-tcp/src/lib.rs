@@ -94,8 +94,8 @@ pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStre
     let _ = stream.set_nodelay(true);
     let client_id = system.shared.clients.connect(peer.to_string(), Transport::Tcp, system.shard_id());
     tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
-    let mut connection = Connection { client_id, bound: None };
-    if let Err(error) = request_loop(&system, &mut connection, &mut stream).await {
+    let connection = Connection::new(client_id);
+    if let Err(error) = request_loop(&system, &connection, &mut stream).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
     system.on_disconnect(client_id);
@@ -103,7 +103,7 @@ pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStre
 
 async fn request_loop<E: Env>(
     system: &System<E>,
-    connection: &mut Connection,
+    connection: &Connection,
     stream: &mut TcpStream,
 ) -> io::Result<()> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
@@ -116,7 +116,7 @@ async fn request_loop<E: Env>(
             match compio::time::timeout(std::time::Duration::from_micros(idle_limit_us), read).await {
                 Ok(done) => done,
                 Err(_) => {
-                    let client = connection.bound.map_or(1, |bound| bound.client);
+                    let client = connection.bound().map_or(1, |bound| bound.client);
                     let _ = stream.write_all(encode_eviction(client, EvictionReason::StaleClient, (0, 0))).await;
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "session idle past its limit"));
                 }
