@@ -223,3 +223,17 @@ impl<E: Env> System<E> {
         }
     }
 }
+
+impl<E: Env> System<E> {
+    /// Handles one complete frame, as message-based transports (WebSocket, QUIC) deliver
+    /// them; `None` when the bytes are not a well-formed frame (the transport closes).
+    pub async fn handle_frame(&self, connection: &Connection, frame: &[u8]) -> Option<Outcome> {
+        let header: &[u8; HEADER_SIZE] = frame.get(..HEADER_SIZE)?.try_into().ok()?;
+        let size = rill_domain::wire::header::frame_size(header).ok()?;
+        if size != frame.len() {
+            return None;
+        }
+        let header = RequestHeader::parse(header);
+        Some(self.handle(connection, &header, &frame[HEADER_SIZE..]).await)
+    }
+}

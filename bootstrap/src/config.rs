@@ -18,6 +18,23 @@ const NON_CONFIG_VARIABLES: &[&str] =
 pub struct Listener {
     pub enabled: bool,
     pub address: String,
+    pub tls: Tls,
+}
+
+/// A transport's TLS settings (QUIC's `enabled` is always true).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    pub enabled: bool,
+    pub self_signed: bool,
+    pub cert_file: String,
+    pub key_file: String,
+}
+
+impl Tls {
+    /// The certificate and key files to load, or `None` for the self-signed certificate.
+    pub fn files(&self) -> Option<(&str, &str)> {
+        (!self.self_signed && !self.cert_file.is_empty()).then_some((self.cert_file.as_str(), self.key_file.as_str()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,9 +158,22 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     flatten("", merged, &mut leaves);
     let text = |key: &str| leaves[key].as_str().expect("types were checked against the defaults").to_owned();
     let flag = |key: &str| leaves[key].as_bool().expect("types were checked against the defaults");
-    let listener = |section: &str| Listener {
+    let tls = |section: &str, always: bool| {
+        let key = |name: &str| format!("{section}.{name}");
+        if !leaves.contains_key(&key("self_signed")) {
+            return Tls::default();
+        }
+        Tls {
+            enabled: always || flag(&key("enabled")),
+            self_signed: flag(&key("self_signed")),
+            cert_file: text(&key("cert_file")),
+            key_file: text(&key("key_file")),
+        }
+    };
+    let listener = |section: &str, tls_section: &str, always: bool| Listener {
         enabled: flag(&format!("{section}.enabled")),
         address: text(&format!("{section}.address")),
+        tls: tls(tls_section, always),
     };
     let inbox_capacity =
         leaves["system.sharding.inbox_capacity"].as_integer().expect("types were checked against the defaults");
@@ -193,10 +223,10 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         pin_threads: flag("system.sharding.pin_threads"),
         inbox_capacity: inbox_capacity as usize,
         log_level: text("system.logging.level"),
-        tcp: listener("tcp"),
-        quic: listener("quic"),
-        http: listener("http"),
-        websocket: listener("websocket"),
+        tcp: listener("tcp", "tcp.tls", false),
+        quic: listener("quic", "quic.certificate", true),
+        http: listener("http", "http.tls", false),
+        websocket: listener("websocket", "websocket.tls", false),
         effective: toml::to_string(merged).context("serialising the effective config")?,
         unknown_keys,
     })
@@ -210,13 +240,21 @@ fn validate(config: &Config) -> anyhow::Result<()> {
             bail!("invalid value for `{key}.address`: `{}` (expected ip:port)", listener.address);
         }
     }
-    for (key, listener) in [("quic", &config.quic), ("http", &config.http), ("websocket", &config.websocket)] {
-        if listener.enabled {
-            bail!("invalid value for `{key}.enabled`: `true` (the {key} transport is not available in this build)");
-        }
+    if config.http.enabled {
+        bail!("invalid value for `http.enabled`: `true` (the http transport is not available in this build)");
     }
-    if !config.tcp.enabled {
-        bail!("invalid value for `tcp.enabled`: `false` (TCP is the only transport in this build)");
+    if !config.tcp.enabled && !config.quic.enabled && !config.websocket.enabled {
+        bail!("every transport is disabled: enable at least one of `tcp`, `quic` and `websocket`");
+    }
+    for (key, listener) in
+        [("tcp.tls", &config.tcp), ("quic.certificate", &config.quic), ("websocket.tls", &config.websocket)]
+    {
+        let tls = &listener.tls;
+        if tls.enabled && !tls.self_signed && (tls.cert_file.is_empty() || tls.key_file.is_empty()) {
+            bail!(
+                "invalid `{key}` settings: with `self_signed = false`, both `cert_file` and `key_file` must name files"
+            );
+        }
     }
     if !matches!(config.log_level.as_str(), "trace" | "debug" | "info" | "warn" | "error") {
         bail!(

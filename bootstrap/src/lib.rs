@@ -5,6 +5,7 @@ pub mod config;
 pub mod host;
 pub mod page_alloc;
 pub mod server;
+pub mod transports;
 
 #[global_allocator]
 static ALLOCATOR: page_alloc::PageAligned = page_alloc::PageAligned;

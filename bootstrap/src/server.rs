@@ -16,12 +16,12 @@ use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::{CompioOffload, UringStorage};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
+use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::pinning::shard_cores;
 use rill_application::ports::{Clock, Env, Pinning};
 use rill_application::system::recover;
 use rill_application::{MetadataWriter, ShardParts, Shared, System, SystemConfig};
 use rill_domain::cpu_allocation::CpuAllocation;
-use rill_domain::wire::response::NodePorts;
 
 use crate::config::Config;
 
@@ -37,7 +37,7 @@ impl Env for ProductionEnv {
     type Offload = CompioOffload;
 }
 
-type Shard = System<ProductionEnv>;
+pub(crate) type Shard = System<ProductionEnv>;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
@@ -168,7 +168,12 @@ async fn serve_inbox(system: Rc<Shard>, inbox: Inbox) {
                 let system = system.clone();
                 compio::runtime::spawn(async move { reply.reply(system.on_bus_request(request).await) }).detach();
             }
-            Envelope::Connection { fd, peer } => rill_adapter_transport_tcp::adopt(system.clone(), fd, peer),
+            Envelope::Connection { fd, peer, kind: ConnectionKind::Tcp } => {
+                rill_adapter_transport_tcp::adopt(system.clone(), fd, peer)
+            }
+            Envelope::Connection { fd, peer, kind: ConnectionKind::WebSocket } => {
+                rill_adapter_transport_ws::adopt(system.clone(), fd, peer)
+            }
             Envelope::Shutdown => return,
         }
     }
@@ -220,18 +225,13 @@ impl Shard0 {
     }
 
     async fn serve(self) -> anyhow::Result<()> {
-        let listener = rill_adapter_transport_tcp::bind(&self.config.tcp.address).await?;
-        let local = listener.local_addr()?;
+        let mut listeners = crate::transports::bind_all(&self.config).await?;
+        listeners.ports.http = port_of(&self.config.http.address);
         let system_config = SystemConfig {
             data_path: PathBuf::from(&self.config.system_path),
             root: self.root.clone(),
-            advertised_ip: local.ip().to_string(),
-            ports: NodePorts {
-                tcp: local.port(),
-                quic: port_of(&self.config.quic.address),
-                http: port_of(&self.config.http.address),
-                websocket: port_of(&self.config.websocket.address),
-            },
+            advertised_ip: listeners.ip.clone(),
+            ports: listeners.ports,
             host: crate::host::host_info(),
             security: self.config.security,
         };
@@ -268,15 +268,16 @@ impl Shard0 {
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;
         }
-        tracing::info!(address = %local, shards = self.shard_count, data = %self.config.system_path, "rill-server is listening (tcp)");
-        println!("rill-server listening on {local} with {} shards", self.shard_count);
-        let serving =
-            compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, self.bus.clone()));
+        let summary = listeners.summary.join(", ");
+        tracing::info!(transports = %summary, shards = self.shard_count, data = %self.config.system_path, "rill-server is listening");
+        // Scripts and tests wait for this line; the first address is the TCP one.
+        let tcp = format!("{}:{}", listeners.ip, listeners.ports.tcp);
+        println!("rill-server listening on {tcp} with {} shards ({summary})", self.shard_count);
+        crate::transports::serve_all(&system, listeners, &self.bus);
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
         wait_for_signal().await?;
         tracing::info!("shutdown requested: flushing partitions on every shard");
-        drop(serving);
         system.flush_all().await.context("flushing partitions at shutdown")?;
         self.bus.shutdown_all().await;
         log_pool(&system.shared);

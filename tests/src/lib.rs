@@ -5,6 +5,7 @@
 //! signals, exit code) and the Iggy binary protocol over TCP.
 
 pub mod raw;
+pub mod transport;
 
 use anyhow::{Context, bail};
 use iggy::prelude::*;
@@ -14,7 +15,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -108,6 +109,9 @@ pub struct TestServer {
     extra_env: Vec<(String, String)>,
     child: Option<Child>,
     launches: u32,
+    /// Ports of the QUIC and WebSocket listeners (enabled when the run tests them).
+    quic_port: u16,
+    websocket_port: u16,
 }
 
 impl TestServer {
@@ -130,6 +134,8 @@ impl TestServer {
             extra_env: extra_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             child: None,
             launches: 0,
+            quic_port: free_port(),
+            websocket_port: free_port(),
         };
         server.launch()?;
         Ok(server)
@@ -259,12 +265,12 @@ impl TestServer {
                 command.env_remove(key);
             }
         }
-        command
-            .env("IGGY_SYSTEM_PATH", self.data_dir())
-            .env("IGGY_TCP_ADDRESS", self.address.to_string())
-            .env("IGGY_QUIC_ENABLED", "false")
-            .env("IGGY_HTTP_ENABLED", "false")
-            .env("IGGY_WEBSOCKET_ENABLED", "false");
+        command.env("IGGY_SYSTEM_PATH", self.data_dir()).env("IGGY_TCP_ADDRESS", self.address.to_string());
+        for (key, value) in
+            transport::server_env(&self.address.to_string(), &self.data_dir(), self.quic_port, self.websocket_port)
+        {
+            command.env(key, value);
+        }
         // RILL_TEST_SHARDS=N runs the whole suite against N shards; unpinned, so N may
         // exceed the cores of the machine.
         if let Ok(shards) = std::env::var("RILL_TEST_SHARDS") {
@@ -367,8 +373,7 @@ pub async fn connect_root_no_reconnect(address: &str) -> anyhow::Result<IggyClie
 }
 
 async fn connect_with(config: TcpClientConfig) -> anyhow::Result<IggyClient> {
-    let tcp = TcpClient::create(Arc::new(config))?;
-    let client = IggyClient::new(ClientWrapper::Tcp(tcp));
+    let client = IggyClient::new(transport::client_for(config)?);
     client.connect().await?;
     Ok(client)
 }

@@ -34,7 +34,7 @@ async fn login_returns_root_user_and_get_me_describes_the_connection() -> anyhow
 
     let me = client.get_me().await?;
     assert_eq!(me.user_id, Some(0), "get_me user");
-    assert_eq!(me.transport, "TCP", "get_me transport");
+    assert_eq!(me.transport, rill_tests::transport::client_transport_name(), "get_me transport");
     assert!(me.address.starts_with("127.0.0.1:"), "get_me address: {}", me.address);
     assert_eq!(me.consumer_groups_count, 0);
     assert!(me.consumer_groups.is_empty());
@@ -100,7 +100,7 @@ async fn get_clients_and_get_client_list_connections() -> anyhow::Result<()> {
             .unwrap_or_else(|| panic!("client {} missing from {clients:?}", me.client_id));
         assert_eq!(listed.address, me.address);
         assert_eq!(listed.user_id, Some(0));
-        assert_eq!(listed.transport, "TCP");
+        assert_eq!(listed.transport, rill_tests::transport::client_transport_name());
     }
 
     let details = first.get_client(second_me.client_id).await?;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crossfire::mpsc::{self, Array};
 use crossfire::oneshot::{self, TxOneshot};
 use crossfire::{AsyncRx, MAsyncTx};
+use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::{ConnectionHandoff, ShardBus, ShardReply, ShardRequest};
 
 /// What a shard's inbox receives.
@@ -16,7 +17,7 @@ pub enum Envelope {
     /// A request from another shard; answer through `reply`.
     Call { request: ShardRequest, reply: Responder },
     /// An accepted TCP connection: the duplicated descriptor and the peer's address.
-    Connection { fd: OwnedFd, peer: SocketAddr },
+    Connection { fd: OwnedFd, peer: SocketAddr, kind: ConnectionKind },
     /// Stop serving: the shard's event loop ends (its partitions were flushed and closed
     /// before this is sent).
     Shutdown,
@@ -61,8 +62,8 @@ pub fn bus(shard_count: u16, capacity: usize) -> (Vec<CrossfireBus>, Vec<Inbox>)
 
 impl ConnectionHandoff for CrossfireBus {
     /// Hands an accepted connection to `shard`. Waits while its inbox is full.
-    async fn hand_off(&self, shard: u16, fd: OwnedFd, peer: SocketAddr) -> Result<(), OwnedFd> {
-        match self.inboxes[shard as usize].send(Envelope::Connection { fd, peer }).await {
+    async fn hand_off(&self, shard: u16, fd: OwnedFd, peer: SocketAddr, kind: ConnectionKind) -> Result<(), OwnedFd> {
+        match self.inboxes[shard as usize].send(Envelope::Connection { fd, peer, kind }).await {
             Ok(()) => Ok(()),
             Err(error) => match error.0 {
                 Envelope::Connection { fd, .. } => Err(fd),

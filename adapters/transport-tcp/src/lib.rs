@@ -8,11 +8,12 @@ use std::rc::Rc;
 
 use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
-use compio::io::{AsyncReadExt, AsyncWriteExt};
+use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
+use compio::tls::TlsAcceptor;
 use std::os::fd::{AsFd, OwnedFd};
 
-use rill_application::ports::bus::next_connection_shard;
+use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, System, Transport};
 use rill_domain::constants::HEADER_SIZE;
@@ -23,9 +24,9 @@ use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, 
 /// tears io_uring rings down asynchronously; a restart must not fail on that.
 const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Binds the listener; a port that stays taken fails with a message naming the transport
-/// and the address.
-pub async fn bind(address: &str) -> io::Result<TcpListener> {
+/// Binds a TCP listener for `transport` (tcp or websocket); a port that stays taken fails
+/// with a message naming the transport and the address.
+pub async fn bind(address: &str, transport: &str) -> io::Result<TcpListener> {
     let started = std::time::Instant::now();
     loop {
         match TcpListener::bind(address).await {
@@ -34,7 +35,10 @@ pub async fn bind(address: &str) -> io::Result<TcpListener> {
                 compio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             Err(error) => {
-                return Err(io::Error::new(error.kind(), format!("tcp transport cannot bind {address}: {error}")));
+                return Err(io::Error::new(
+                    error.kind(),
+                    format!("{transport} transport cannot bind {address}: {error}"),
+                ));
             }
         }
     }
@@ -42,7 +46,13 @@ pub async fn bind(address: &str) -> io::Result<TcpListener> {
 
 /// Accepts connections forever on shard 0 and hands each to the next peer shard by its
 /// duplicated descriptor, before a byte is read; shard 0 drops its own handle at once.
-pub async fn serve<E: Env, H: ConnectionHandoff>(system: Rc<System<E>>, listener: TcpListener, handoff: H) {
+/// With TLS, connections stay on shard 0, where their TLS session lives.
+pub async fn serve<E: Env, H: ConnectionHandoff>(
+    system: Rc<System<E>>,
+    listener: TcpListener,
+    handoff: H,
+    tls: Option<TlsAcceptor>,
+) {
     let mut accepted = 0u64;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -54,6 +64,19 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(system: Rc<System<E>>, listener
                 continue;
             }
         };
+        if let Some(acceptor) = tls.clone() {
+            let system = system.clone();
+            compio::runtime::spawn(async move {
+                let _ = stream.set_nodelay(true);
+                match acceptor.accept(stream).await {
+                    Ok(tls_stream) => serve_connection(system, tls_stream, peer).await,
+                    // Plaintext sent to a TLS port lands here: the connection just closes.
+                    Err(error) => tracing::debug!(%peer, %error, "tcp TLS handshake failed"),
+                }
+            })
+            .detach();
+            continue;
+        }
         let target = next_connection_shard(accepted, system.shared.shard_count);
         accepted += 1;
         if target == system.shard_id() {
@@ -69,7 +92,7 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(system: Rc<System<E>>, listener
             }
         };
         drop(stream);
-        if let Err(fd) = handoff.hand_off(target, fd, peer).await {
+        if let Err(fd) = handoff.hand_off(target, fd, peer, ConnectionKind::Tcp).await {
             tracing::warn!(target, "shard refused a connection; serving it on shard 0");
             adopt(system.clone(), fd, peer);
         }
@@ -85,13 +108,17 @@ pub fn adopt<E: Env>(system: Rc<System<E>>, fd: OwnedFd, peer: SocketAddr) {
 }
 
 fn spawn_connection<E: Env>(system: Rc<System<E>>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
     compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
 }
 
-/// Serves one connection until the peer closes it, a frame is malformed, or the
-/// dispatcher evicts the session.
-pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+/// Serves one connection (plain or TLS) until the peer closes it, a frame is malformed,
+/// or the dispatcher evicts the session.
+pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
+    system: Rc<System<E>>,
+    mut stream: S,
+    peer: SocketAddr,
+) {
     let client_id = system.shared.clients.connect(peer.to_string(), Transport::Tcp, system.shard_id());
     tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
     let connection = Connection::new(client_id);
@@ -101,10 +128,10 @@ pub async fn serve_connection<E: Env>(system: Rc<System<E>>, mut stream: TcpStre
     system.on_disconnect(client_id);
 }
 
-async fn request_loop<E: Env>(
+async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
     system: &System<E>,
     connection: &Connection,
-    stream: &mut TcpStream,
+    stream: &mut S,
 ) -> io::Result<()> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
     let idle_limit_us = system.shared.config.security.session_idle_limit_us;
@@ -118,6 +145,7 @@ async fn request_loop<E: Env>(
                 Err(_) => {
                     let client = connection.bound().map_or(1, |bound| bound.client);
                     let _ = stream.write_all(encode_eviction(client, EvictionReason::StaleClient, (0, 0))).await;
+                    let _ = stream.flush().await;
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "session idle past its limit"));
                 }
             }
@@ -148,6 +176,8 @@ async fn request_loop<E: Env>(
         let BufResult(result, frame) = stream.write_all(frame).await;
         pool.release(frame);
         result?;
+        // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
+        stream.flush().await?;
         if !keep_open {
             return Ok(());
         }

@@ -96,7 +96,16 @@ pub trait ConnectionHandoff {
         shard: u16,
         fd: std::os::fd::OwnedFd,
         peer: std::net::SocketAddr,
+        kind: ConnectionKind,
     ) -> Result<(), std::os::fd::OwnedFd>;
+}
+
+/// Which protocol a handed-off plaintext connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionKind {
+    Tcp,
+    /// Not upgraded yet: the serving shard performs the WebSocket handshake.
+    WebSocket,
 }
 
 /// Picks the shard for the next accepted plaintext connection: round-robin over the peer

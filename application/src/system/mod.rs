@@ -122,6 +122,9 @@ pub async fn recover<S: Storage>(
         };
         metadata.apply(&op, entry.timestamp).map_err(|code| StartError::Replay { op: entry.op, code })?;
     }
+    // The decoy hash that unknown usernames are checked against is built now, before any
+    // connection, so no login ever pays for it on an event loop.
+    crate::credentials::decoy_hash();
     let root_created = metadata.users().next().is_none();
     if root_created {
         let op = MetadataOp::InsertUser {

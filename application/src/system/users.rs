@@ -63,7 +63,7 @@ impl<E: Env> System<E> {
                 let user = self
                     .metadata
                     .read(|m| m.user_by_name(username).map(|u| (u.id, u.password_hash.clone(), u.is_active())));
-                let hash = user.as_ref().map_or(decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
+                let hash = user.as_ref().map_or_else(|| decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
                 let verified = self.verify_login(&hash, password).await;
                 let locked = guard.is_locked(username, now);
                 match user {

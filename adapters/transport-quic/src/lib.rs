@@ -1,0 +1,79 @@
+//! The QUIC transport: every bidirectional stream carries one request frame and its reply,
+//! then the server finishes the stream. Unlike upstream, which serves one stream at a time
+//! per connection, each stream is served as an independent request. QUIC connections stay
+//! on shard 0; TLS 1.3 is mandatory.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use compio::BufResult;
+use compio::io::AsyncWriteExt;
+use compio_quic::{Connection as QuicConnection, Endpoint, RecvStream, SendStream, ServerBuilder};
+use rill_application::ports::Env;
+use rill_application::{Connection, Outcome, System, Transport};
+use rill_domain::constants::MAX_FRAME_SIZE;
+
+/// Binds the QUIC endpoint; a taken address fails with a message naming transport and address.
+pub async fn bind(address: &str, tls: rustls::ServerConfig) -> std::io::Result<Endpoint> {
+    let config = ServerBuilder::new_with_rustls_server_config(tls).build();
+    Endpoint::server(address, config)
+        .await
+        .map_err(|error| std::io::Error::new(error.kind(), format!("quic transport cannot bind {address}: {error}")))
+}
+
+/// Accepts QUIC connections forever.
+pub async fn serve<E: Env>(system: Rc<System<E>>, endpoint: Endpoint) {
+    while let Some(incoming) = endpoint.wait_incoming().await {
+        let peer = incoming.remote_address();
+        let Ok(connecting) = incoming.accept() else { continue };
+        let system = system.clone();
+        compio::runtime::spawn(async move {
+            match connecting.await {
+                Ok(connection) => serve_connection(system, connection, peer).await,
+                Err(error) => tracing::debug!(%peer, %error, "quic handshake failed"),
+            }
+        })
+        .detach();
+    }
+}
+
+async fn serve_connection<E: Env>(system: Rc<System<E>>, quic: QuicConnection, peer: SocketAddr) {
+    let client_id = system.shared.clients.connect(peer.to_string(), Transport::Quic, system.shard_id());
+    tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "quic", "client connected");
+    let connection = Rc::new(Connection::new(client_id));
+    while let Ok((send, recv)) = quic.accept_bi().await {
+        let (system, connection) = (system.clone(), connection.clone());
+        compio::runtime::spawn(async move { serve_stream(&system, &connection, send, recv).await }).detach();
+    }
+    system.on_disconnect(client_id);
+}
+
+/// Reads the stream's one frame (bounded by the frame limit), answers it, finishes.
+async fn serve_stream<E: Env>(system: &System<E>, connection: &Connection, mut send: SendStream, mut recv: RecvStream) {
+    let mut frame = Vec::new();
+    loop {
+        match recv.read_chunk(MAX_FRAME_SIZE, true).await {
+            Ok(Some(chunk)) if frame.len() + chunk.bytes.len() <= MAX_FRAME_SIZE => {
+                frame.extend_from_slice(&chunk.bytes)
+            }
+            Ok(None) => break,
+            // Too large, reset or lost: nothing sensible to answer.
+            _ => {
+                let _ = recv.stop(0u32.into());
+                return;
+            }
+        }
+    }
+    let Some(outcome) = system.handle_frame(connection, &frame).await else {
+        let _ = send.reset(0u32.into());
+        return;
+    };
+    let reply = match outcome {
+        Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
+    };
+    let BufResult(result, _) = send.write_all(reply).await;
+    if result.is_ok() {
+        let _ = send.finish();
+        let _ = send.stopped().await;
+    }
+}

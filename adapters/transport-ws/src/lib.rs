@@ -1,0 +1,107 @@
+//! The WebSocket transport: the client sends each request frame as one binary message and
+//! gets each reply as one. Plaintext connections are handed to peer shards at accept time,
+//! like TCP ones (the upgrade happens on the serving shard); TLS (`wss://`) stays on shard 0.
+
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+
+use compio::net::{TcpListener, TcpStream};
+use compio::tls::TlsAcceptor;
+use compio::ws::tungstenite::Message;
+use compio::ws::tungstenite::protocol::WebSocketConfig;
+use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
+use rill_application::ports::{ConnectionHandoff, Env};
+use rill_application::{Connection, Outcome, System, Transport};
+use rill_domain::constants::MAX_FRAME_SIZE;
+
+/// Messages and frames above the protocol's frame limit are refused by the WebSocket
+/// layer itself, before they are buffered.
+fn config() -> WebSocketConfig {
+    WebSocketConfig::default().max_message_size(Some(MAX_FRAME_SIZE)).max_frame_size(Some(MAX_FRAME_SIZE))
+}
+
+/// Accepts WebSocket connections on shard 0: plaintext ones go to the next peer shard by
+/// descriptor; with TLS they are served here.
+pub async fn serve<E: Env, H: ConnectionHandoff>(
+    system: Rc<System<E>>,
+    listener: TcpListener,
+    handoff: H,
+    tls: Option<TlsAcceptor>,
+) {
+    let mut accepted = 0u64;
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            compio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        if let Some(acceptor) = tls.clone() {
+            let system = system.clone();
+            compio::runtime::spawn(async move {
+                match acceptor.accept(stream).await {
+                    Ok(tls_stream) => upgrade_and_serve(system, tls_stream, peer).await,
+                    Err(error) => tracing::debug!(%peer, %error, "websocket TLS handshake failed"),
+                }
+            })
+            .detach();
+            continue;
+        }
+        let target = next_connection_shard(accepted, system.shared.shard_count);
+        accepted += 1;
+        let fd = match (target == system.shard_id(), stream.as_fd().try_clone_to_owned()) {
+            (false, Ok(fd)) => fd,
+            _ => {
+                compio::runtime::spawn(upgrade_and_serve(system.clone(), stream, peer)).detach();
+                continue;
+            }
+        };
+        drop(stream);
+        if let Err(fd) = handoff.hand_off(target, fd, peer, ConnectionKind::WebSocket).await {
+            adopt(system.clone(), fd, peer);
+        }
+    }
+}
+
+/// Serves a WebSocket connection handed over by shard 0 (still before its upgrade).
+pub fn adopt<E: Env>(system: Rc<System<E>>, fd: OwnedFd, peer: SocketAddr) {
+    match TcpStream::from_std(std::net::TcpStream::from(fd)) {
+        Ok(stream) => compio::runtime::spawn(upgrade_and_serve(system, stream, peer)).detach(),
+        Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off websocket connection"),
+    }
+}
+
+async fn upgrade_and_serve<E: Env, T>(system: Rc<System<E>>, stream: T, peer: SocketAddr)
+where
+    T: compio::ws::IntoMaybeTlsStream<TcpStream>,
+{
+    let mut socket = match compio::ws::accept_async_with_config(stream, Some(config())).await {
+        Ok(socket) => socket,
+        Err(error) => {
+            tracing::debug!(%peer, %error, "websocket upgrade failed");
+            return;
+        }
+    };
+    let client_id = system.shared.clients.connect(peer.to_string(), Transport::WebSocket, system.shard_id());
+    tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "websocket", "client connected");
+    let connection = Connection::new(client_id);
+    loop {
+        let frame = match socket.read().await {
+            Ok(Message::Binary(bytes)) => bytes.to_vec(),
+            // Text is treated as bytes, as the clients do; control frames are answered by
+            // the WebSocket layer itself.
+            Ok(Message::Text(text)) => text.as_bytes().to_vec(),
+            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
+            Ok(Message::Close(_)) | Err(_) => break,
+        };
+        let Some(outcome) = system.handle_frame(&connection, &frame).await else { break };
+        let (reply, keep_open) = match outcome {
+            Outcome::Reply(frame) => (frame, true),
+            Outcome::Evict(frame) => (frame, false),
+        };
+        if socket.send(Message::Binary(reply.into())).await.is_err() || !keep_open {
+            break;
+        }
+    }
+    let _ = socket.close(None).await;
+    system.on_disconnect(client_id);
+}

@@ -1,0 +1,119 @@
+//! Which transport the official client uses in this test run: `RILL_TEST_TRANSPORT` =
+//! `tcp` (default), `tcp-tls`, `quic` or `websocket`. The same test bodies then run over
+//! each transport; the server always keeps plain TCP too, for raw-socket tests.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use iggy::prelude::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestTransport {
+    Tcp,
+    TcpTls,
+    Quic,
+    WebSocket,
+}
+
+/// The transport of this test process.
+pub fn current() -> TestTransport {
+    match std::env::var("RILL_TEST_TRANSPORT").as_deref() {
+        Ok("tcp-tls") => TestTransport::TcpTls,
+        Ok("quic") => TestTransport::Quic,
+        Ok("websocket") => TestTransport::WebSocket,
+        _ => TestTransport::Tcp,
+    }
+}
+
+/// The other listeners of a server, keyed by its TCP address.
+#[derive(Debug, Clone)]
+struct Endpoints {
+    quic: String,
+    websocket: String,
+    certificate: PathBuf,
+}
+
+static ENDPOINTS: Mutex<BTreeMap<String, Endpoints>> = Mutex::new(BTreeMap::new());
+
+/// Environment for a server on `tcp_address`: the transport under test enabled on free
+/// ports, the others off.
+pub fn server_env(tcp_address: &str, data_dir: &Path, quic_port: u16, websocket_port: u16) -> Vec<(String, String)> {
+    let transport = current();
+    let endpoints = Endpoints {
+        quic: format!("127.0.0.1:{quic_port}"),
+        websocket: format!("127.0.0.1:{websocket_port}"),
+        certificate: data_dir.join("runtime/certs/self_signed_cert.pem"),
+    };
+    let mut env = vec![
+        ("IGGY_HTTP_ENABLED".to_owned(), "false".to_owned()),
+        ("IGGY_QUIC_ENABLED".to_owned(), (transport == TestTransport::Quic).to_string()),
+        ("IGGY_QUIC_ADDRESS".to_owned(), endpoints.quic.clone()),
+        ("IGGY_WEBSOCKET_ENABLED".to_owned(), (transport == TestTransport::WebSocket).to_string()),
+        ("IGGY_WEBSOCKET_ADDRESS".to_owned(), endpoints.websocket.clone()),
+    ];
+    if transport == TestTransport::TcpTls {
+        env.push(("IGGY_TCP_TLS_ENABLED".to_owned(), "true".to_owned()));
+    }
+    ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner()).insert(tcp_address.to_owned(), endpoints);
+    env
+}
+
+fn endpoints(tcp_address: &str) -> Option<Endpoints> {
+    ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner()).get(tcp_address).cloned()
+}
+
+/// Builds the client for this run's transport from a TCP client configuration, keeping its
+/// address (mapped to the same server's other listener), heartbeat and reconnection.
+pub fn client_for(config: TcpClientConfig) -> Result<ClientWrapper, IggyError> {
+    let Some(endpoints) = endpoints(&config.server_address) else {
+        return Ok(ClientWrapper::Tcp(TcpClient::create(Arc::new(config))?));
+    };
+    let reconnection = &config.reconnection;
+    Ok(match current() {
+        TestTransport::Tcp => ClientWrapper::Tcp(TcpClient::create(Arc::new(config))?),
+        TestTransport::TcpTls => {
+            let tls = TcpClientConfig {
+                tls_enabled: true,
+                tls_domain: "localhost".to_owned(),
+                tls_ca_file: Some(endpoints.certificate.display().to_string()),
+                tls_validate_certificate: true,
+                ..config
+            };
+            ClientWrapper::Tcp(TcpClient::create(Arc::new(tls))?)
+        }
+        TestTransport::Quic => {
+            let mut quic = QuicClientConfig {
+                server_address: endpoints.quic,
+                server_name: "localhost".to_owned(),
+                validate_certificate: false,
+                heartbeat_interval: config.heartbeat_interval,
+                ..QuicClientConfig::default()
+            };
+            quic.reconnection.enabled = reconnection.enabled;
+            quic.reconnection.max_retries = reconnection.max_retries;
+            quic.reconnection.interval = reconnection.interval;
+            ClientWrapper::Quic(QuicClient::create(Arc::new(quic))?)
+        }
+        TestTransport::WebSocket => {
+            let mut ws = WebSocketClientConfig {
+                server_address: endpoints.websocket,
+                heartbeat_interval: config.heartbeat_interval,
+                ..WebSocketClientConfig::default()
+            };
+            ws.reconnection.enabled = reconnection.enabled;
+            ws.reconnection.max_retries = reconnection.max_retries;
+            ws.reconnection.interval = reconnection.interval;
+            ClientWrapper::WebSocket(WebSocketClient::create(Arc::new(ws))?)
+        }
+    })
+}
+
+/// How get_me and get_clients name this run's transport.
+pub fn client_transport_name() -> &'static str {
+    match current() {
+        TestTransport::Tcp | TestTransport::TcpTls => "TCP",
+        TestTransport::Quic => "QUIC",
+        TestTransport::WebSocket => "WebSocket",
+    }
+}
