@@ -8,17 +8,35 @@ use std::rc::Rc;
 
 use compio::BufResult;
 use compio::io::AsyncWriteExt;
-use compio_quic::{Connection as QuicConnection, Endpoint, RecvStream, SendStream, ServerBuilder};
+use std::sync::Arc;
+
+use compio_quic::{
+    Connection as QuicConnection, Endpoint, RecvStream, SendStream, ServerBuilder, TransportConfig, VarInt,
+};
 use rill_application::ports::Env;
 use rill_application::{Connection, Outcome, System, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
 
 /// Binds the QUIC endpoint; a taken address fails with a message naming transport and address.
 pub async fn bind(address: &str, tls: rustls::ServerConfig) -> std::io::Result<Endpoint> {
-    let config = ServerBuilder::new_with_rustls_server_config(tls).build();
+    let mut config = ServerBuilder::new_with_rustls_server_config(tls).build();
+    config.transport_config(Arc::new(transport()));
     Endpoint::server(address, config)
         .await
         .map_err(|error| std::io::Error::new(error.kind(), format!("quic transport cannot bind {address}: {error}")))
+}
+
+/// Windows as large as the largest frame, so a 64 MiB request streams without stalling on
+/// flow control; many concurrent streams, since each carries one request.
+fn transport() -> TransportConfig {
+    let window = MAX_FRAME_SIZE as u32;
+    let mut transport = TransportConfig::default();
+    transport
+        .stream_receive_window(VarInt::from_u32(window))
+        .receive_window(VarInt::from_u32(window))
+        .send_window(window as u64)
+        .max_concurrent_bidi_streams(VarInt::from_u32(1024));
+    transport
 }
 
 /// Accepts QUIC connections forever.
