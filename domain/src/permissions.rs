@@ -162,6 +162,15 @@ impl Permissions {
     }
 }
 
+/// Writes `[1][len u32][blob]`: the form permissions take inside requests and replies.
+pub fn put_present(out: &mut Vec<u8>, permissions: &Permissions) {
+    let mut blob = Vec::new();
+    permissions.encode(&mut blob);
+    out.put_u8(1);
+    out.put_u32(blob.len() as u32);
+    out.extend_from_slice(&blob);
+}
+
 /// What a command needs. Checked against a user's permissions by `allows`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

@@ -211,13 +211,7 @@ pub fn user_details(out: &mut Vec<u8>, user: &crate::metadata::User) {
     self::user(out, user);
     match &user.permissions {
         None => out.put_u32(0),
-        Some(permissions) => {
-            let mut blob = Vec::new();
-            permissions.encode(&mut blob);
-            out.put_u8(1);
-            out.put_u32(blob.len() as u32);
-            out.extend_from_slice(&blob);
-        }
+        Some(permissions) => crate::permissions::put_present(out, permissions),
     }
 }
 

@@ -56,13 +56,7 @@ fn optional_permissions(reader: &mut Reader<'_>) -> Result<Option<Permissions>, 
 fn put_optional_permissions(out: &mut Vec<u8>, permissions: &Option<Permissions>) {
     match permissions {
         None => out.put_u8(0),
-        Some(permissions) => {
-            let mut blob = Vec::new();
-            permissions.encode(&mut blob);
-            out.put_u8(1);
-            out.put_u32(blob.len() as u32);
-            out.extend_from_slice(&blob);
-        }
+        Some(permissions) => crate::permissions::put_present(out, permissions),
     }
 }
 
