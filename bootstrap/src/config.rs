@@ -240,9 +240,6 @@ fn validate(config: &Config) -> anyhow::Result<()> {
             bail!("invalid value for `{key}.address`: `{}` (expected ip:port)", listener.address);
         }
     }
-    if config.http.enabled {
-        bail!("invalid value for `http.enabled`: `true` (the http transport is not available in this build)");
-    }
     if !config.tcp.enabled && !config.quic.enabled && !config.websocket.enabled {
         bail!("every transport is disabled: enable at least one of `tcp`, `quic` and `websocket`");
     }

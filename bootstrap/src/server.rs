@@ -226,7 +226,9 @@ impl Shard0 {
 
     async fn serve(self) -> anyhow::Result<()> {
         let mut listeners = crate::transports::bind_all(&self.config).await?;
-        listeners.ports.http = port_of(&self.config.http.address);
+        if listeners.http.is_none() {
+            listeners.ports.http = port_of(&self.config.http.address);
+        }
         let system_config = SystemConfig {
             data_path: PathBuf::from(&self.config.system_path),
             root: self.root.clone(),
@@ -251,6 +253,10 @@ impl Shard0 {
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata.clone());
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
+        }
+        if let Some(http) = listeners.http.take() {
+            let factory = factory.clone();
+            rill_adapter_transport_http::spawn(http, shared.clone(), move || factory.reader())?;
         }
         let writer = MetadataWriter::new(recovered.metadata, recovered.journal, publisher);
         let parts = ShardParts {

@@ -20,6 +20,8 @@ pub struct Listeners {
     tcp: Option<(TcpListener, Option<TlsAcceptor>)>,
     websocket: Option<(TcpListener, Option<TlsAcceptor>)>,
     quic: Option<compio_quic::Endpoint>,
+    /// Bound now, served on its own thread once the shards' shared state exists.
+    pub http: Option<std::net::TcpListener>,
     pub ports: NodePorts,
     pub ip: String,
     /// `transport address` pairs, for the start-up line.
@@ -74,6 +76,7 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
         tcp: None,
         websocket: None,
         quic: None,
+        http: None,
         ports: NodePorts::default(),
         ip: ip_of(&config.tcp.address),
         summary: Vec::new(),
@@ -101,6 +104,13 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
         listeners.ports.quic = local.port();
         listeners.summary.push(format!("quic {local}"));
         listeners.quic = Some(endpoint);
+    }
+    if config.http.enabled {
+        let listener = rill_adapter_transport_http::bind(&config.http.address)?;
+        let local = listener.local_addr()?;
+        listeners.ports.http = local.port();
+        listeners.summary.push(format!("http {local}"));
+        listeners.http = Some(listener);
     }
     Ok(listeners)
 }

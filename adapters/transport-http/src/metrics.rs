@@ -1,0 +1,112 @@
+//! Prometheus text and the stats document: resource counts, per-partition message and
+//! byte counters, connected clients, and the memory pool's use.
+
+use std::fmt::Write;
+
+use rill_application::Shared;
+use rill_domain::Namespace;
+use rill_domain::metadata::Metadata;
+
+/// Totals over every partition the metadata lists.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Stats {
+    pub streams_count: u64,
+    pub topics_count: u64,
+    pub partitions_count: u64,
+    pub segments_count: u64,
+    pub messages_count: u64,
+    pub messages_size_bytes: u64,
+    pub clients_count: u64,
+    pub shards_count: u64,
+    pub memory_pool_allocated_bytes: u64,
+    pub memory_pool_in_use_buffers: u64,
+    pub memory_pool_free_buffers: u64,
+    pub memory_pool_hits: u64,
+    pub memory_pool_misses: u64,
+}
+
+/// One partition's counters, with its labels.
+struct PartitionLine {
+    labels: String,
+    messages: u64,
+    size_bytes: u64,
+}
+
+fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) {
+    let pool = shared.pool.stats();
+    let mut stats = Stats {
+        clients_count: shared.clients.count() as u64,
+        shards_count: shared.shard_count as u64,
+        memory_pool_allocated_bytes: pool.allocated_bytes,
+        memory_pool_in_use_buffers: pool.in_use_buffers as u64,
+        memory_pool_free_buffers: pool.free_buffers as u64,
+        memory_pool_hits: pool.hits,
+        memory_pool_misses: pool.misses,
+        ..Stats::default()
+    };
+    let mut partitions = Vec::new();
+    for stream in metadata.streams() {
+        stats.streams_count += 1;
+        for topic in stream.topics.values() {
+            stats.topics_count += 1;
+            for partition_id in 0..topic.partitions.len() as u32 {
+                stats.partitions_count += 1;
+                let Some(counters) = Namespace::new(stream.id, topic.id, partition_id).and_then(|ns| shared.stats(ns))
+                else {
+                    continue;
+                };
+                let usage = counters.usage();
+                stats.segments_count += counters.segments_count() as u64;
+                stats.messages_count += usage.messages_count;
+                stats.messages_size_bytes += usage.size_bytes;
+                partitions.push(PartitionLine {
+                    labels: format!("stream=\"{}\",topic=\"{}\",partition=\"{partition_id}\"", stream.id, topic.id),
+                    messages: usage.messages_count,
+                    size_bytes: usage.size_bytes,
+                });
+            }
+        }
+    }
+    (stats, partitions)
+}
+
+pub fn stats(metadata: &Metadata, shared: &Shared) -> Stats {
+    collect(metadata, shared).0
+}
+
+/// The Prometheus text exposition (format 0.0.4).
+pub fn render(metadata: &Metadata, shared: &Shared) -> String {
+    let (stats, partitions) = collect(metadata, shared);
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+        let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} {kind}\nrill_{name} {value}");
+    };
+    metric("streams", "gauge", "Streams.", stats.streams_count);
+    metric("topics", "gauge", "Topics.", stats.topics_count);
+    metric("partitions", "gauge", "Partitions.", stats.partitions_count);
+    metric("segments", "gauge", "Segments.", stats.segments_count);
+    metric("messages", "gauge", "Messages stored.", stats.messages_count);
+    metric("messages_size_bytes", "gauge", "Bytes of stored messages.", stats.messages_size_bytes);
+    metric("clients", "gauge", "Connected clients.", stats.clients_count);
+    metric("shards", "gauge", "Shards (one thread each).", stats.shards_count);
+    metric("memory_pool_allocated_bytes", "gauge", "Bytes the memory pool holds.", stats.memory_pool_allocated_bytes);
+    metric("memory_pool_in_use_buffers", "gauge", "Pool buffers handed out.", stats.memory_pool_in_use_buffers);
+    metric("memory_pool_free_buffers", "gauge", "Pool buffers ready for reuse.", stats.memory_pool_free_buffers);
+    metric("memory_pool_hits_total", "counter", "Buffers served from the pool.", stats.memory_pool_hits);
+    metric("memory_pool_misses_total", "counter", "Buffers the pool could not serve.", stats.memory_pool_misses);
+    let _ = writeln!(
+        out,
+        "# HELP rill_partition_messages Messages stored per partition.\n# TYPE rill_partition_messages gauge"
+    );
+    for line in &partitions {
+        let _ = writeln!(out, "rill_partition_messages{{{}}} {}", line.labels, line.messages);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rill_partition_size_bytes Bytes stored per partition.\n# TYPE rill_partition_size_bytes gauge"
+    );
+    for line in &partitions {
+        let _ = writeln!(out, "rill_partition_size_bytes{{{}}} {}", line.labels, line.size_bytes);
+    }
+    out
+}

@@ -1,0 +1,71 @@
+//! The HTTP transport's `/metrics` (Prometheus text) and `/stats`: authentication by bearer
+//! personal access token, and counters that move with traffic, the memory pool's included.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use iggy::prelude::*;
+use rill_tests::{TestServer, connect_root, free_port, id, sample_message, topic_options};
+
+fn with_http() -> anyhow::Result<(TestServer, String)> {
+    let address = format!("127.0.0.1:{}", free_port());
+    let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", address.as_str())])?;
+    Ok((server, address))
+}
+
+/// One HTTP/1.1 GET; returns (status, body).
+fn get(address: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(address)?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Connection: close\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response.split_whitespace().nth(1).unwrap_or("0").parse()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// The value of an unlabelled or labelled sample line, e.g. `rill_messages`.
+fn sample(text: &str, name: &str) -> Option<u64> {
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (key, value) = line.rsplit_once(' ')?;
+        (key == name).then(|| value.parse().ok())?
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_a_token_with_read_servers_and_move_with_traffic() -> anyhow::Result<()> {
+    let (server, http) = with_http()?;
+    assert_eq!(get(&http, "/ping", None)?, (200, "pong".to_owned()));
+    assert_eq!(get(&http, "/metrics", None)?.0, 401);
+    assert_eq!(get(&http, "/metrics", Some("not-a-token"))?.0, 401);
+
+    let root = connect_root(&server.tcp_address()).await?;
+    let token = root.create_personal_access_token("metrics", IggyExpiry::NeverExpire).await?.token;
+    let (status, before) = get(&http, "/metrics", Some(&token))?;
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(sample(&before, "rill_messages"), Some(0));
+    assert!(sample(&before, "rill_memory_pool_allocated_bytes").is_some(), "{before}");
+
+    root.create_stream("s").await?;
+    root.create_topic(&id(0), "t", &topic_options(1)).await?;
+    let mut batch: Vec<IggyMessage> = (0..1000).map(sample_message).collect();
+    root.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut batch).await?;
+    let (_, after) = get(&http, "/metrics", Some(&token))?;
+    assert_eq!(sample(&after, "rill_messages"), Some(1000), "{after}");
+    assert_eq!(sample(&after, "rill_partition_messages{stream=\"0\",topic=\"0\",partition=\"0\"}"), Some(1000));
+    assert!(sample(&after, "rill_memory_pool_allocated_bytes").unwrap_or(0) > 0, "the pool served the send: {after}");
+    assert_eq!(sample(&after, "rill_streams"), Some(1));
+
+    let (status, stats) = get(&http, "/stats", Some(&token))?;
+    assert_eq!(status, 200);
+    let stats: serde_json::Value = serde_json::from_str(&stats)?;
+    assert_eq!(stats["messages_count"], 1000);
+    assert!(stats["memory_pool_misses"].is_u64());
+
+    root.create_user("reader", "secret-1", UserStatus::Active, None).await?;
+    let reader = rill_tests::connect_user(&server.tcp_address(), "reader", "secret-1").await?;
+    let weak = reader.create_personal_access_token("weak", IggyExpiry::NeverExpire).await?.token;
+    assert_eq!(get(&http, "/metrics", Some(&weak))?.0, 403, "no read_servers");
+    Ok(())
+}
