@@ -52,6 +52,7 @@ pub struct Config {
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
     pub security: rill_application::system::SecurityConfig,
+    pub http_settings: rill_adapter_transport_http::HttpSettings,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -153,6 +154,21 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
     Ok(config)
 }
 
+/// The effective config with secrets masked: it is written to disk.
+fn redacted(merged: &Value) -> Value {
+    let mut copy = merged.clone();
+    let secret = copy
+        .get("http")
+        .and_then(|h| h.get("jwt"))
+        .and_then(|j| j.get("encoding_secret"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if secret.is_some_and(|s| !s.is_empty()) {
+        set_path(&mut copy, "http.jwt.encoding_secret", Value::String("<redacted>".into()));
+    }
+    copy
+}
+
 fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     let mut leaves = BTreeMap::new();
     flatten("", merged, &mut leaves);
@@ -215,7 +231,13 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
         session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
     };
+    let http_settings = rill_adapter_transport_http::HttpSettings {
+        jwt_secret: text("http.jwt.encoding_secret"),
+        access_token_lifetime_s: duration("http.jwt.access_token_expiry")? / 1_000_000,
+        clock_skew_s: duration("http.jwt.clock_skew")? / 1_000_000,
+    };
     Ok(Config {
+        http_settings,
         security,
         memory_pool,
         system_path: text("system.path"),
@@ -227,7 +249,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         quic: listener("quic", "quic.certificate", true),
         http: listener("http", "http.tls", false),
         websocket: listener("websocket", "websocket.tls", false),
-        effective: toml::to_string(merged).context("serialising the effective config")?,
+        effective: toml::to_string(&redacted(merged)).context("serialising the effective config")?,
         unknown_keys,
     })
 }
@@ -315,6 +337,13 @@ mod tests {
         assert!(error.contains("9000"), "{error}");
         let config = load(None, &env(&[("IGGY_SYSTEM_MEMORY_POOL_ENABLED", "false")])).unwrap();
         assert!(!config.memory_pool.enabled);
+    }
+
+    #[test]
+    fn the_jwt_secret_never_reaches_the_effective_config() {
+        let config = load(None, &env(&[("IGGY_HTTP_JWT_ENCODING_SECRET", "hunter2-hunter2")])).unwrap();
+        assert_eq!(config.http_settings.jwt_secret, "hunter2-hunter2");
+        assert!(!config.effective.contains("hunter2") && config.effective.contains("<redacted>"));
     }
 
     #[test]

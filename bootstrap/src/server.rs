@@ -256,7 +256,8 @@ impl Shard0 {
         }
         if let Some(http) = listeners.http.take() {
             let factory = factory.clone();
-            rill_adapter_transport_http::spawn(http, shared.clone(), move || factory.reader())?;
+            let settings = self.config.http_settings.clone();
+            rill_adapter_transport_http::spawn(http, shared.clone(), settings, move || factory.reader())?;
         }
         let writer = MetadataWriter::new(recovered.metadata, recovered.journal, publisher);
         let parts = ShardParts {

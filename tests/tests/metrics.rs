@@ -69,3 +69,85 @@ async fn metrics_need_a_token_with_read_servers_and_move_with_traffic() -> anyho
     assert_eq!(get(&http, "/metrics", Some(&weak))?.0, 403, "no read_servers");
     Ok(())
 }
+
+/// One HTTP/1.1 request with a JSON body; returns (status, body).
+fn send_json(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(address)?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response.split_whitespace().nth(1).unwrap_or("0").parse()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+fn access_token(body: &str) -> anyhow::Result<String> {
+    let identity: serde_json::Value = serde_json::from_str(body)?;
+    Ok(identity["access_token"]["token"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_login_refresh_logout_and_forgeries() -> anyhow::Result<()> {
+    let (mut server, http) = with_http()?;
+    let (status, _) = send_json(&http, "POST", "/users/login", None, r#"{"username":"iggy","password":"wrong"}"#)?;
+    assert_eq!(status, 401);
+    assert_eq!(
+        send_json(&http, "POST", "/users/login", None, "{not json")?.0 / 100,
+        4,
+        "malformed JSON is a client error"
+    );
+    let (status, body) = send_json(&http, "POST", "/users/login", None, r#"{"username":"iggy","password":"iggy"}"#)?;
+    assert_eq!(status, 200, "{body}");
+    let token = access_token(&body)?;
+    assert_eq!(get(&http, "/metrics", Some(&token))?.0, 200);
+
+    // A flipped signature character, and the same claims under `alg: none`.
+    let mut forged = token.clone();
+    let last = forged.pop().unwrap_or('A');
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    assert_eq!(get(&http, "/metrics", Some(&forged))?.0, 401);
+    let claims = token.split('.').nth(1).unwrap_or_default();
+    let unsigned = format!("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.{claims}.");
+    assert_eq!(get(&http, "/metrics", Some(&unsigned))?.0, 401);
+
+    let (status, body) = send_json(&http, "POST", "/users/refresh-token", None, &format!(r#"{{"token":"{token}"}}"#))?;
+    assert_eq!(status, 200, "{body}");
+    let refreshed = access_token(&body)?;
+    assert_eq!(get(&http, "/metrics", Some(&token))?.0, 401, "a refreshed token is retired");
+    assert_eq!(get(&http, "/metrics", Some(&refreshed))?.0, 200);
+
+    // Tokens survive a restart: the signing secret is kept in the data directory.
+    server.restart()?;
+    assert_eq!(get(&http, "/metrics", Some(&refreshed))?.0, 200);
+    assert_eq!(send_json(&http, "DELETE", "/users/logout", Some(&refreshed), "")?.0, 204);
+    assert_eq!(get(&http, "/metrics", Some(&refreshed))?.0, 401, "logged out");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_jwts_are_refused() -> anyhow::Result<()> {
+    let address = format!("127.0.0.1:{}", free_port());
+    let _server = TestServer::start_with_env(&[
+        ("IGGY_HTTP_ENABLED", "true"),
+        ("IGGY_HTTP_ADDRESS", address.as_str()),
+        ("IGGY_HTTP_JWT_ACCESS_TOKEN_EXPIRY", "1 s"),
+        ("IGGY_HTTP_JWT_CLOCK_SKEW", "1 s"),
+    ])?;
+    let (_, body) = send_json(&address, "POST", "/users/login", None, r#"{"username":"iggy","password":"iggy"}"#)?;
+    let token = access_token(&body)?;
+    assert_eq!(get(&address, "/metrics", Some(&token))?.0, 200);
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert_eq!(get(&address, "/metrics", Some(&token))?.0, 401, "expired");
+    Ok(())
+}

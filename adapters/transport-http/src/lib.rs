@@ -2,10 +2,12 @@
 //! runtime (axum's home), beside the shards, and reads what it serves lock-free: the
 //! shared partition table and memory pool, and a metadata reader of its own.
 //!
-//! Routes so far: `GET /ping`, `GET /metrics` (Prometheus text) and `GET /stats` (JSON),
-//! the last two behind `Authorization: Bearer <personal access token>` of a user with
-//! read_servers.
+//! Routes so far: `GET /ping`; login by password or personal access token, token refresh
+//! and logout (JWTs); `GET /metrics` (Prometheus text) and `GET /stats` (JSON) for a bearer
+//! JWT or personal access token of a user with read_servers.
 
+mod auth;
+mod jwt;
 mod metrics;
 
 use std::sync::{Arc, Mutex};
@@ -14,9 +16,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post};
 use rill_application::Shared;
-use rill_application::credentials::hash_token;
 use rill_application::ports::MetadataRead;
 use rill_domain::permissions::Access;
 
@@ -24,6 +25,21 @@ use rill_domain::permissions::Access;
 pub struct HttpState<M> {
     shared: Arc<Shared>,
     metadata: Mutex<M>,
+    jwt: jwt::Jwt,
+}
+
+/// JWT settings: the signing secret (empty: made once and kept in the data directory) and
+/// the access-token lifetime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    pub jwt_secret: String,
+    pub access_token_lifetime_s: u64,
+    pub clock_skew_s: u64,
+}
+
+/// The bearer token of a request, if any.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
 impl<M: MetadataRead> HttpState<M> {
@@ -31,7 +47,8 @@ impl<M: MetadataRead> HttpState<M> {
         self.metadata.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).read(f)
     }
 
-    /// The user a bearer personal access token belongs to, if it holds `access`.
+    /// The user a bearer token (a JWT from login, or a personal access token) belongs to,
+    /// if that user holds `access`.
     fn authorize(&self, headers: &HeaderMap, access: Access) -> Result<u32, Box<Response>> {
         let unauthorized = || {
             Box::new(
@@ -39,24 +56,16 @@ impl<M: MetadataRead> HttpState<M> {
                     .into_response(),
             )
         };
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
+        let token = bearer(headers).ok_or_else(unauthorized)?;
+        let user_id = self
+            .jwt
+            .verify(token)
+            .filter(|&id| self.active(id))
+            .or_else(|| self.pat_user(token))
             .ok_or_else(unauthorized)?;
-        let hash = hash_token(token.trim());
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
-        let found = self.read(|m| {
-            m.token_owner(&hash)
-                .filter(|(user, _, t)| user.is_active() && (t.expiry_at == 0 || t.expiry_at > now))
-                .map(|(user, _, _)| (user.id, user.permissions.as_ref().is_some_and(|p| p.allows(access))))
-        });
-        match found {
-            Some((user_id, true)) => Ok(user_id),
-            Some((_, false)) => Err(Box::new((StatusCode::FORBIDDEN, "forbidden\n").into_response())),
-            None => Err(unauthorized()),
-        }
+        let allowed =
+            self.read(|m| m.user(user_id).and_then(|u| u.permissions.as_ref()).is_some_and(|p| p.allows(access)));
+        if allowed { Ok(user_id) } else { Err(Box::new((StatusCode::FORBIDDEN, "forbidden\n").into_response())) }
     }
 }
 
@@ -94,20 +103,32 @@ pub fn bind(address: &str) -> std::io::Result<std::net::TcpListener> {
 }
 
 /// Serves `listener` on a new thread. `reader` makes that thread's metadata reader.
-pub fn spawn<M, F>(listener: std::net::TcpListener, shared: Arc<Shared>, reader: F) -> std::io::Result<()>
+pub fn spawn<M, F>(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    settings: HttpSettings,
+    reader: F,
+) -> std::io::Result<()>
 where
     M: MetadataRead + Send + 'static,
     F: FnOnce() -> M + Send + 'static,
 {
+    let secret = jwt::load_secret(&settings.jwt_secret, &shared.config.data_path)?;
+    let jwt = jwt::Jwt::new(&secret, settings.access_token_lifetime_s, settings.clock_skew_s)
+        .map_err(std::io::Error::other)?;
     std::thread::Builder::new().name("rill-http".into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
             Ok(runtime) => runtime,
             Err(error) => return tracing::error!(%error, "cannot start the http runtime"),
         };
         runtime.block_on(async move {
-            let state = Arc::new(HttpState { shared, metadata: Mutex::new(reader()) });
+            let state = Arc::new(HttpState { shared, metadata: Mutex::new(reader()), jwt });
             let app = Router::new()
                 .route("/ping", get(ping))
+                .route("/users/login", post(auth::login::<M>))
+                .route("/users/refresh-token", post(auth::refresh::<M>))
+                .route("/users/logout", delete(auth::logout::<M>))
+                .route("/personal-access-tokens/login", post(auth::login_with_token::<M>))
                 .route("/metrics", get(metrics_route::<M>))
                 .route("/stats", get(stats_route::<M>))
                 .with_state(state);
