@@ -128,17 +128,23 @@ impl MemoryPool {
     /// A pool that creates at most `total_bytes` of bucket buffers and keeps at most
     /// `bucket_capacity` free buffers per bucket.
     pub fn new(total_bytes: u64, bucket_capacity: usize) -> Result<Self, PoolError> {
+        Self::check(total_bytes, bucket_capacity)?;
+        let buckets = BUCKET_SIZES
+            .iter()
+            .map(|&size| Bucket { size, free: ArrayQueue::new(bucket_capacity), in_use: AtomicUsize::new(0) })
+            .collect();
+        Ok(Self { buckets, total_bytes, ..Self::disabled() })
+    }
+
+    /// Validates settings without building the pool (whose free lists are allocated).
+    pub fn check(total_bytes: u64, bucket_capacity: usize) -> Result<(), PoolError> {
         if total_bytes < MIN_TOTAL_BYTES {
             return Err(PoolError::TotalTooSmall { total_bytes });
         }
         if bucket_capacity == 0 || bucket_capacity > MAX_BUCKET_CAPACITY {
             return Err(PoolError::BucketCapacityOutOfRange { bucket_capacity });
         }
-        let buckets = BUCKET_SIZES
-            .iter()
-            .map(|&size| Bucket { size, free: ArrayQueue::new(bucket_capacity), in_use: AtomicUsize::new(0) })
-            .collect();
-        Ok(Self { buckets, total_bytes, ..Self::disabled() })
+        Ok(())
     }
 
     /// A pool that never pools: every acquire is a plain allocation, counted neither as a

@@ -210,7 +210,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     };
     if let (true, Err(error)) = (
         memory_pool.enabled,
-        rill_application::memory_pool::MemoryPool::new(memory_pool.size_bytes, memory_pool.bucket_capacity),
+        rill_application::memory_pool::MemoryPool::check(memory_pool.size_bytes, memory_pool.bucket_capacity),
     ) {
         bail!("invalid `system.memory_pool` settings: {error}");
     }

@@ -8,12 +8,12 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use rill_application::credentials::{decoy_hash, hash_token, verify_password};
+use rill_application::login;
 use rill_application::ports::MetadataRead;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{HttpState, bearer};
+use crate::{HttpState, bearer, now_us};
 
 #[derive(Deserialize)]
 pub struct LoginRequest {
@@ -40,41 +40,18 @@ fn identity<M>(state: &HttpState<M>, user_id: u32) -> Response {
     }
 }
 
-fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
-
 pub async fn login<M: MetadataRead + Send + 'static>(
     State(state): State<Arc<HttpState<M>>>,
     Json(request): Json<LoginRequest>,
 ) -> Response {
-    let user =
-        state.read(|m| m.user_by_name(&request.username).map(|u| (u.id, u.password_hash.clone(), u.is_active())));
-    let hash = user.as_ref().map_or_else(|| decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
+    let check = state.read(|m| login::password_check(m, &request.username));
+    let (hash, password) = (check.hash.clone(), request.password.clone());
     let delay = std::time::Duration::from_micros(state.shared.config.security.login_failure_delay_us);
-    let password = request.password.clone();
-    let verified = tokio::task::spawn_blocking(move || {
-        let verified = verify_password(&hash, &password);
-        if !verified {
-            std::thread::sleep(delay);
-        }
-        verified
-    })
-    .await
-    .unwrap_or(false);
-    let guard = &state.shared.login_guard;
-    let now = now_us();
-    match user {
-        Some((user_id, _, true)) if verified && !guard.is_locked(&request.username, now) => {
-            guard.clear(&request.username);
-            identity(&state, user_id)
-        }
-        _ => {
-            if !verified {
-                guard.record_failure(&request.username, now);
-            }
-            error(StatusCode::UNAUTHORIZED, 42, "invalid_credentials", "invalid credentials")
-        }
+    let verified =
+        tokio::task::spawn_blocking(move || login::verify_slowly(&hash, &password, delay)).await.unwrap_or(false);
+    match login::conclude(&state.shared.login_guard, &request.username, &check, verified, now_us()) {
+        Ok(user_id) => identity(&state, user_id),
+        Err(_) => error(StatusCode::UNAUTHORIZED, 42, "invalid_credentials", "invalid credentials"),
     }
 }
 
@@ -114,13 +91,7 @@ pub async fn logout<M: MetadataRead + Send + 'static>(
 impl<M: MetadataRead> HttpState<M> {
     /// The active user a personal access token belongs to, unless it expired.
     pub(crate) fn pat_user(&self, token: &str) -> Option<u32> {
-        let hash = hash_token(token.trim());
-        let now = now_us();
-        self.read(|m| {
-            m.token_owner(&hash)
-                .filter(|(user, _, t)| user.is_active() && (t.expiry_at == 0 || t.expiry_at > now))
-                .map(|(user, _, _)| user.id)
-        })
+        self.read(|m| login::token_user(m, token, now_us()).ok())
     }
 
     pub(crate) fn active(&self, user_id: u32) -> bool {

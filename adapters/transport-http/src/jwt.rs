@@ -35,7 +35,7 @@ pub struct Jwt {
 }
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    crate::now_us() / 1_000_000
 }
 
 /// The configured secret, else the persisted one, else a new one written owner-only.

@@ -37,6 +37,11 @@ pub struct HttpSettings {
     pub clock_skew_s: u64,
 }
 
+/// Wall-clock microseconds, for token expiry checks.
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// The bearer token of a request, if any.
 pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)

@@ -116,6 +116,19 @@ impl<E: Env> System<E> {
         self.route_partition(namespace, op).await
     }
 
+    /// Runs an offset operation for `consumer` on its partition (None means partition 0).
+    async fn offset_op(
+        &self,
+        consumer: &Consumer,
+        topic: &TopicRef,
+        partition_id: Option<u32>,
+        op: impl FnOnce(ConsumerKey) -> PartitionOp,
+    ) -> ShardReply {
+        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
+        let key = self.consumer_key(consumer, topic)?;
+        self.route_partition(namespace, op(key)).await
+    }
+
     /// `[partition_id][current_offset][stored_offset]`, or empty when nothing is stored.
     pub async fn get_consumer_offset(
         &self,
@@ -123,8 +136,7 @@ impl<E: Env> System<E> {
         topic: &TopicRef,
         partition_id: Option<u32>,
     ) -> ShardReply {
-        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::GetOffset { key: self.consumer_key(consumer, topic)? }).await
+        self.offset_op(consumer, topic, partition_id, |key| PartitionOp::GetOffset { key }).await
     }
 
     pub async fn store_consumer_offset(
@@ -134,9 +146,7 @@ impl<E: Env> System<E> {
         partition_id: Option<u32>,
         offset: u64,
     ) -> ShardReply {
-        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::StoreOffset { key: self.consumer_key(consumer, topic)?, offset })
-            .await
+        self.offset_op(consumer, topic, partition_id, |key| PartitionOp::StoreOffset { key, offset }).await
     }
 
     pub async fn delete_consumer_offset(
@@ -145,8 +155,7 @@ impl<E: Env> System<E> {
         topic: &TopicRef,
         partition_id: Option<u32>,
     ) -> ShardReply {
-        let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
-        self.route_partition(namespace, PartitionOp::DeleteOffset { key: self.consumer_key(consumer, topic)? }).await
+        self.offset_op(consumer, topic, partition_id, |key| PartitionOp::DeleteOffset { key }).await
     }
 
     pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> ShardReply {

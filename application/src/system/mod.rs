@@ -145,7 +145,8 @@ pub async fn recover<S: Storage>(
 pub struct Partition<S: Storage> {
     pub log: async_lock::Mutex<PartitionLog<S>>,
     stats: Arc<PartitionStats>,
-    deleted: Cell<bool>,
+    /// Set when the partition is removed or closed at shutdown: later operations are refused.
+    closed: Cell<bool>,
 }
 
 impl<S: Storage> Partition<S> {
@@ -289,7 +290,7 @@ impl<E: Env> System<E> {
             let mut log = partition.log.lock().await;
             log.flush(&self.storage, true).await?;
             partition.refresh(&log);
-            partition.deleted.set(true);
+            partition.closed.set(true);
         }
         Ok(())
     }

@@ -48,7 +48,7 @@ impl<E: Env> System<E> {
         let log = PartitionLog::open(&self.storage, &dir, namespace.partition_id(), settings).await?;
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition =
-            Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), deleted: Default::default() });
+            Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
         partition.refresh(&partition.log.try_lock().expect("a new partition is unlocked"));
         self.partitions.borrow_mut().insert(namespace, partition);
         self.shared.partitions.pin().insert(namespace, stats);
@@ -74,7 +74,7 @@ impl<E: Env> System<E> {
         }
         let partition = self.owned(namespace)?;
         let mut log = partition.log.lock().await;
-        if partition.deleted.get() {
+        if partition.closed.get() {
             return Err(ErrorCode::PartitionNotFound);
         }
         let reply = self.execute_locked(namespace, &mut log, op).await;
@@ -89,7 +89,7 @@ impl<E: Env> System<E> {
         let removed = self.partitions.borrow_mut().remove(&namespace);
         self.shared.partitions.pin().remove(&namespace);
         if let Some(partition) = removed {
-            partition.deleted.set(true);
+            partition.closed.set(true);
             // Wait for operations in flight on it to finish before its files go.
             drop(partition.log.lock().await);
         }

@@ -10,7 +10,8 @@ use rill_domain::wire::reader::Put;
 use rill_domain::wire::response;
 
 use super::System;
-use crate::credentials::{decoy_hash, generate_token, hash_password, hash_token, verify_password};
+use crate::credentials::{generate_token, hash_password, hash_token, verify_password};
+use crate::login;
 use crate::ports::{Env, MetadataRead, Offload, ShardReply};
 
 /// A token expiry of u64::MAX never expires; 0 asks for the server default (never).
@@ -32,78 +33,30 @@ impl<E: Env> System<E> {
         self.offload.run(move || verify_password(&hash, &secret)).await
     }
 
-    /// Verifies a login password; a failure also waits the configured delay, on the
-    /// offload thread, so guessing is slow while the event loop keeps serving.
-    async fn verify_login(&self, hash: &str, secret: &str) -> bool {
-        let (hash, secret) = (hash.to_owned(), secret.to_owned());
-        let delay = std::time::Duration::from_micros(self.shared.config.security.login_failure_delay_us);
-        self.offload
-            .run(move || {
-                let verified = verify_password(&hash, &secret);
-                if !verified {
-                    std::thread::sleep(delay);
-                }
-                verified
-            })
-            .await
-    }
-
     /// Commits a journal-only operation through shard 0.
     async fn commit_internal(&self, op: &MetadataOp<'_>) -> ShardReply {
         let (operation, body) = op.encode_internal().expect("a journal-only operation");
         self.execute_metadata(operation, &body, op).await
     }
 
-    /// Checks credentials; returns the user id. Every failure costs one password hash.
+    /// Checks credentials; returns the user id. Every failed password costs one hash and
+    /// the failure delay, off the event loop.
     pub(crate) async fn authenticate(&self, credentials: &Credentials) -> Result<u32, ErrorCode> {
-        let now = self.now_us();
         match credentials {
             Credentials::Password { username, password } => {
-                let guard = &self.shared.login_guard;
-                let user = self
-                    .metadata
-                    .read(|m| m.user_by_name(username).map(|u| (u.id, u.password_hash.clone(), u.is_active())));
-                let hash = user.as_ref().map_or_else(|| decoy_hash().to_owned(), |(_, hash, _)| hash.clone());
-                let verified = self.verify_login(&hash, password).await;
-                let locked = guard.is_locked(username, now);
-                match user {
-                    Some((user_id, _, true)) if verified && !locked => {
-                        guard.clear(username);
-                        Ok(user_id)
-                    }
-                    _ => {
-                        if !verified {
-                            guard.record_failure(username, now);
-                        }
-                        Err(ErrorCode::InvalidCredentials)
-                    }
-                }
+                let check = self.metadata.read(|m| login::password_check(m, username));
+                let (hash, password) = (check.hash.clone(), password.clone());
+                let delay = std::time::Duration::from_micros(self.shared.config.security.login_failure_delay_us);
+                let verified = self.offload.run(move || login::verify_slowly(&hash, &password, delay)).await;
+                login::conclude(&self.shared.login_guard, username, &check, verified, self.now_us())
             }
-            Credentials::Token(token) => {
-                let hash = hash_token(token);
-                let found = self
-                    .metadata
-                    .read(|m| m.token_owner(&hash).map(|(user, _, t)| (user.id, user.is_active(), t.expiry_at)));
-                match found {
-                    Some((_, _, expiry_at)) if expiry_at != 0 && expiry_at <= now => {
-                        Err(ErrorCode::PersonalAccessTokenExpired)
-                    }
-                    Some((user_id, true, _)) => Ok(user_id),
-                    _ => Err(ErrorCode::InvalidPersonalAccessToken),
-                }
-            }
+            Credentials::Token(token) => self.metadata.read(|m| login::token_user(m, token, self.now_us())),
         }
     }
 
     /// Whether `user_id` holds `access`; an unknown or inactive user holds nothing.
     pub(crate) fn authorize(&self, user_id: u32, access: Access) -> Result<(), ErrorCode> {
-        let allowed = self.metadata.read(|m| {
-            m.user(user_id)
-                .filter(|u| u.is_active())
-                .and_then(|u| u.permissions.as_ref())
-                .is_some_and(|p: &Permissions| p.allows(access))
-        });
-        if allowed { Ok(()) } else { Err(ErrorCode::Unauthorized) }
+        if self.metadata.read(|m| m.user_allows(user_id, access)) { Ok(()) } else { Err(ErrorCode::Unauthorized) }
     }
 
     pub async fn create_user(

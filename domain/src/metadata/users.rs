@@ -63,6 +63,14 @@ impl Metadata {
         self.users.get(&user_id)
     }
 
+    /// Whether `user_id` is an active user whose permissions grant `access`.
+    pub fn user_allows(&self, user_id: u32, access: crate::permissions::Access) -> bool {
+        self.user(user_id)
+            .filter(|u| u.is_active())
+            .and_then(|u| u.permissions.as_ref())
+            .is_some_and(|p| p.allows(access))
+    }
+
     pub fn user_by_name(&self, username: &str) -> Option<&User> {
         self.users.values().find(|u| u.username == username)
     }
