@@ -1,0 +1,1 @@
+//! Fault-path unit tests of the VSR replica.
