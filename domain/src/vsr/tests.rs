@@ -107,14 +107,20 @@ impl Harness {
 
     /// Delivers queued messages (and whatever they cause) until the queue is empty.
     pub(super) fn deliver(&mut self) {
-        while let Some((from, to, message)) = self.messages.pop_front() {
-            if self.isolated[usize::from(from)] || self.isolated[usize::from(to)] {
-                continue;
-            }
-            let mut effects = Vec::new();
-            self.replicas[usize::from(to)].on_message(self.now, message, &mut effects);
-            self.absorb(to, effects);
+        while !self.messages.is_empty() {
+            self.deliver_one();
         }
+    }
+
+    /// Delivers the oldest queued message.
+    pub(super) fn deliver_one(&mut self) {
+        let Some((from, to, message)) = self.messages.pop_front() else { return };
+        if self.isolated[usize::from(from)] || self.isolated[usize::from(to)] {
+            return;
+        }
+        let mut effects = Vec::new();
+        self.replicas[usize::from(to)].on_message(self.now, message, &mut effects);
+        self.absorb(to, effects);
     }
 
     /// Completes every pending journal and superblock write.
