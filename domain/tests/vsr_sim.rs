@@ -26,7 +26,7 @@ use prng::Prng;
 use rill_domain::vsr::{Options, Status};
 
 /// Ticks of faults and workload per seed.
-const FAULT_TICKS: u64 = 800;
+const FAULT_TICKS: u64 = 2_000;
 /// Ticks the cluster gets to converge once the faults heal.
 const CONVERGE_TICKS: u64 = 3_000;
 
@@ -75,7 +75,12 @@ fn run(config: Config) -> Sim {
 fn converge(sim: &mut Sim) {
     let healed_at = sim.tick;
     while !sim.converged() {
-        assert!(sim.tick - healed_at < CONVERGE_TICKS, "no convergence within {CONVERGE_TICKS} ticks of healing");
+        let waited = sim.tick - healed_at;
+        assert!(
+            waited < CONVERGE_TICKS,
+            "no convergence within {CONVERGE_TICKS} ticks of healing:\n{}",
+            sim.describe()
+        );
         sim.step(false, false);
     }
     sim.check_final();

@@ -387,6 +387,35 @@ impl Sim {
             })
     }
 
+    /// One line per replica and the clients, for a failure message.
+    pub fn describe(&self) -> String {
+        let mut lines: Vec<String> = self
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(replica, node)| match node {
+                Some(node) => format!(
+                    "replica {replica}: {:?} view {} log_view {} op {} commit {} commit_max {} primary {}",
+                    node.status(),
+                    node.view(),
+                    node.log_view(),
+                    node.op(),
+                    node.commit(),
+                    node.commit_max(),
+                    node.is_primary()
+                ),
+                None => format!("replica {replica}: down"),
+            })
+            .collect();
+        let busy = self.clients.iter().filter(|client| client.in_flight.is_some());
+        lines.push(format!(
+            "clients waiting: {:?}",
+            busy.map(|c| (c.id, c.request_number, c.target)).collect::<Vec<_>>()
+        ));
+        lines.push(format!("top committed op: {:?}", self.committed.keys().next_back()));
+        lines.join("\n")
+    }
+
     /// After convergence: nothing committed was lost or changed, replicas agree with each other
     /// and with a sequential replay, and every reply a client saw is the replay's reply.
     pub fn check_final(&self) {
