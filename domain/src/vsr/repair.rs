@@ -41,6 +41,7 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Asks one random peer, not all: a state transfer may carry a whole checkpoint.
     fn request_state(&mut self, effects: &mut Vec<Effect>) {
         if self.replica_count == 1 {
             return;
@@ -80,6 +81,8 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal || view != self.view || self.commit_min <= commit {
             return;
         }
+        // The asker continues from its own applied prefix when our run still reaches it, and
+        // from our checkpoint when we trimmed past it.
         let (checkpoint, base) = if self.log.entry(commit + 1).is_some() {
             (None, commit)
         } else {
