@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod dispatch;
 pub mod groups;
 pub mod journal;
+pub mod latency;
 pub mod login;
 pub mod login_guard;
 pub mod memory_pool;

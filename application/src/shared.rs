@@ -79,6 +79,8 @@ pub struct Shared {
     /// Namespace to owner shard and counters; lock-free for readers.
     pub partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
     pub bus: BusCounters,
+    /// Request latency by transport family and request, for `/metrics`.
+    pub latency: crate::latency::RequestLatency,
     /// Buffers for request bodies, reply frames and journaled batches.
     pub pool: MemoryPool,
 }
@@ -98,6 +100,7 @@ impl Shared {
             start_time_us,
             partitions: papaya::HashMap::new(),
             bus: BusCounters::default(),
+            latency: crate::latency::RequestLatency::default(),
             pool,
         }
     }

@@ -110,6 +110,10 @@ fn parse_env(key: &str, raw: &str, default: &Value) -> anyhow::Result<Value> {
         Value::Boolean(_) => raw.trim().parse::<bool>().ok().map(Value::Boolean),
         Value::Integer(_) => raw.trim().parse::<i64>().ok().map(Value::Integer),
         Value::Float(_) => raw.trim().parse::<f64>().ok().map(Value::Float),
+        // Lists come from the environment comma-separated: `GET,POST`.
+        Value::Array(_) => {
+            Some(Value::Array(raw.split(',').map(|item| Value::String(item.trim().to_owned())).collect()))
+        }
         _ => Some(Value::String(raw.to_owned())),
     };
     parsed.with_context(|| format!("invalid value for `{key}`: `{raw}` (expected {})", type_name(default)))
@@ -231,11 +235,38 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
         session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
     };
+    let list = |key: &str| -> anyhow::Result<Vec<String>> {
+        let items = leaves[key].as_array().expect("types were checked against the defaults");
+        items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .with_context(|| format!("invalid value for `{key}`: expected a list of strings"))
+            .map(|items| items.into_iter().filter(|item| !item.is_empty()).collect())
+    };
+    let max_request_size = text("http.max_request_size");
+    let max_request_size_bytes = rill_domain::topic_options::parse_size_bytes(&max_request_size)
+        .filter(|&bytes| bytes >= 1024)
+        .with_context(|| {
+            format!(
+                "invalid value for `http.max_request_size`: `{max_request_size}` (expected a size such as \"2 MB\")"
+            )
+        })?;
     let http_settings = rill_adapter_transport_http::HttpSettings {
         jwt_secret: text("http.jwt.encoding_secret"),
         access_token_lifetime_s: duration("http.jwt.access_token_expiry")? / 1_000_000,
         clock_skew_s: duration("http.jwt.clock_skew")? / 1_000_000,
+        max_request_size_bytes: usize::try_from(max_request_size_bytes).unwrap_or(usize::MAX),
+        cors: rill_adapter_transport_http::CorsSettings {
+            enabled: flag("http.cors.enabled"),
+            allowed_origins: list("http.cors.allowed_origins")?,
+            allowed_methods: list("http.cors.allowed_methods")?,
+            allowed_headers: list("http.cors.allowed_headers")?,
+            exposed_headers: list("http.cors.exposed_headers")?,
+            allow_credentials: flag("http.cors.allow_credentials"),
+        },
     };
+    rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
     Ok(Config {
         http_settings,
         security,

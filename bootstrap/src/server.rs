@@ -254,10 +254,11 @@ impl Shard0 {
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
         }
-        if let Some(http) = listeners.http.take() {
+        if let Some((http, tls)) = listeners.http.take() {
             let factory = factory.clone();
             let settings = self.config.http_settings.clone();
-            rill_adapter_transport_http::spawn(http, shared.clone(), settings, move || factory.reader())?;
+            let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
+            rill_adapter_transport_http::spawn(http, shared.clone(), settings, tls, gateway, move || factory.reader())?;
         }
         let writer = MetadataWriter::new(recovered.metadata, recovered.journal, publisher);
         let parts = ShardParts {

@@ -109,9 +109,8 @@ pub struct TestServer {
     extra_env: Vec<(String, String)>,
     child: Option<Child>,
     launches: u32,
-    /// Ports of the QUIC and WebSocket listeners (enabled when the run tests them).
-    quic_port: u16,
-    websocket_port: u16,
+    /// Ports of the QUIC, WebSocket and HTTP listeners (enabled when the run tests them).
+    ports: transport::ListenerPorts,
 }
 
 impl TestServer {
@@ -134,8 +133,7 @@ impl TestServer {
             extra_env: extra_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             child: None,
             launches: 0,
-            quic_port: free_port(),
-            websocket_port: free_port(),
+            ports: transport::ListenerPorts { quic: free_port(), websocket: free_port(), http: free_port() },
         };
         server.launch()?;
         Ok(server)
@@ -266,9 +264,7 @@ impl TestServer {
             }
         }
         command.env("IGGY_SYSTEM_PATH", self.data_dir()).env("IGGY_TCP_ADDRESS", self.address.to_string());
-        for (key, value) in
-            transport::server_env(&self.address.to_string(), &self.data_dir(), self.quic_port, self.websocket_port)
-        {
+        for (key, value) in transport::server_env(&self.address.to_string(), &self.data_dir(), self.ports) {
             command.env(key, value);
         }
         // RILL_TEST_SHARDS=N runs the whole suite against N shards; unpinned, so N may
@@ -393,9 +389,18 @@ pub fn named(value: &str) -> Identifier {
 }
 
 /// The Iggy error code of a call that must fail; panics with context if it succeeded.
+/// Over HTTP the code travels in the JSON error document (`{"id": code, ...}`), which the
+/// client hands back as the error's text.
 pub fn error_code<T: std::fmt::Debug>(result: Result<T, IggyError>, what: &str) -> u32 {
     match result {
         Ok(value) => panic!("{what}: expected an error, got Ok({value:?})"),
+        Err(IggyError::HttpResponseError(_, reason) | IggyError::ResourceNotFound(reason))
+            if !transport::is_binary() =>
+        {
+            let document: serde_json::Value = serde_json::from_str(&reason)
+                .unwrap_or_else(|error| panic!("{what}: error body is not JSON ({error}): {reason}"));
+            document["id"].as_u64().unwrap_or_else(|| panic!("{what}: no error id in {reason}")) as u32
+        }
         Err(error) => error.as_code(),
     }
 }
@@ -472,7 +477,11 @@ pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str)
     assert_eq!(got.user_headers.as_deref(), sent.user_headers.as_deref(), "{context}: user headers bytes");
     assert_eq!(got.header.payload_length, sent.header.payload_length, "{context}: payload length");
     assert_eq!(got.header.user_headers_length, sent.header.user_headers_length, "{context}: user headers length");
-    assert_eq!(got.header.origin_timestamp, sent.header.origin_timestamp, "{context}: origin timestamp");
+    // The HTTP API carries no origin timestamp (the SDK sends id, payload and headers), so
+    // the server stamps its own; every binary transport must keep the producer's.
+    if transport::is_binary() {
+        assert_eq!(got.header.origin_timestamp, sent.header.origin_timestamp, "{context}: origin timestamp");
+    }
 }
 
 /// Polls one partition from offset 0 until the server returns nothing more, and checks

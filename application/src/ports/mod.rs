@@ -2,6 +2,7 @@
 
 pub mod bus;
 pub mod clock;
+pub mod gateway;
 pub mod metadata_view;
 pub mod offload;
 pub mod pinning;
@@ -9,6 +10,7 @@ pub mod storage;
 
 pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
+pub use gateway::Gateway;
 pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;

@@ -255,6 +255,7 @@ impl<E: Env> System<E> {
         match request {
             ShardRequest::Partition { namespace, op } => self.execute_partition(namespace, op).await,
             ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await,
+            ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, &request).await,
             ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new()).map_err(|error| {
                 tracing::error!(%error, "flushing partitions failed");
                 ErrorCode::IoError
@@ -315,6 +316,10 @@ impl<E: Env> System<E> {
 
     fn now_us(&self) -> u64 {
         self.clock.now_us()
+    }
+
+    pub(crate) fn monotonic_us(&self) -> u64 {
+        self.clock.monotonic_us()
     }
 
     /// Reads the shard's view of the committed metadata.
