@@ -14,6 +14,7 @@ pub mod polling;
 pub mod segment;
 pub mod topic_options;
 pub mod version;
+pub mod vsr;
 pub mod wire;
 
 pub use error::ErrorCode;

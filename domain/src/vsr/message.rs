@@ -1,0 +1,167 @@
+//! The protocol messages replicas exchange, the effects a replica asks its caller to carry out,
+//! and the durable state a restarted replica is opened from.
+
+use super::entry::{Checkpoint, Entry};
+
+/// A replica's log as carried by `DoViewChange`, `StartView` and `RecoveryResponse`: the head
+/// `(op, op_checksum)` and the contiguous, hash-chained entries the sender holds below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSuffix {
+    pub op: u64,
+    pub op_checksum: u128,
+    /// The highest op the sender knows to be committed.
+    pub commit: u64,
+    pub entries: Vec<Entry>,
+}
+
+impl LogSuffix {
+    /// Well-formed: a valid chain of at most `entries_max` entries that ends at the head.
+    pub(super) fn is_valid(&self, entries_max: usize) -> bool {
+        chain_is_valid(&self.entries, entries_max)
+            && self.entries.last().is_none_or(|last| last.op == self.op && last.checksum == self.op_checksum)
+    }
+}
+
+/// Whether `entries` are at most `entries_max` checksum-valid entries with consecutive ops, each
+/// the parent of the next.
+pub(super) fn chain_is_valid(entries: &[Entry], entries_max: usize) -> bool {
+    entries.len() <= entries_max
+        && entries.iter().all(Entry::verify)
+        && entries.windows(2).all(|pair| pair[1].op == pair[0].op + 1 && pair[1].parent == pair[0].checksum)
+        && entries.first().is_none_or(|first| first.op >= 1)
+}
+
+/// Messages between replicas. Names follow the VSR Revisited paper; `RequestPrepare`/`Repair`
+/// fetch one entry (and its ancestors) by checksum from whichever peer holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Prepare {
+        view: u32,
+        commit: u64,
+        entry: Entry,
+    },
+    /// The sender holds every op up to `op` durably; it vouches for all of them at once.
+    PrepareOk {
+        view: u32,
+        replica: u8,
+        op: u64,
+        checksum: u128,
+    },
+    /// The primary's heartbeat, carrying its commit number.
+    Commit {
+        view: u32,
+        commit: u64,
+    },
+    StartViewChange {
+        view: u32,
+        replica: u8,
+    },
+    DoViewChange {
+        view: u32,
+        replica: u8,
+        log_view: u32,
+        log: LogSuffix,
+    },
+    StartView {
+        view: u32,
+        log: LogSuffix,
+    },
+    /// A replica that saw traffic from a view it never started asks that view's primary.
+    RequestStartView {
+        view: u32,
+        replica: u8,
+    },
+    Recovery {
+        replica: u8,
+        nonce: u64,
+    },
+    /// `log` is present only in the response of the primary of `view`.
+    RecoveryResponse {
+        view: u32,
+        replica: u8,
+        nonce: u64,
+        log: Option<LogSuffix>,
+    },
+    RequestPrepare {
+        replica: u8,
+        op: u64,
+        checksum: u128,
+    },
+    /// The asked entry followed by as many of its ancestors as the sender holds (descending).
+    Repair {
+        replica: u8,
+        entries: Vec<Entry>,
+    },
+    /// State transfer: the sender has applied every op up to `commit`.
+    GetState {
+        view: u32,
+        replica: u8,
+        commit: u64,
+    },
+    /// Committed state: a checkpoint when the asker is behind the sender's log, then committed
+    /// entries in ascending order.
+    NewState {
+        view: u32,
+        replica: u8,
+        checkpoint: Option<Checkpoint>,
+        entries: Vec<Entry>,
+    },
+}
+
+/// The superblock: what a replica must not forget across a restart besides its journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Superblock {
+    /// The highest view the replica promised to (sent `DoViewChange` for, or started).
+    pub view: u32,
+    /// The commit number known when the superblock was written (a lower bound only).
+    pub commit: u64,
+}
+
+/// What an adapter read back after a restart, handed to [`super::Replica::open`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Durable {
+    pub superblock: Superblock,
+    /// The latest durable checkpoint, if any.
+    pub checkpoint: Option<Checkpoint>,
+    /// Every journal entry that decoded, in the order written (a later copy of an op wins).
+    pub entries: Vec<Entry>,
+}
+
+/// What the replica asks its caller to do. The caller drains the buffer after every call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Send {
+        to: u8,
+        message: Message,
+    },
+    /// Write and fsync the entry to the journal, then call `on_prepare_persisted(op, checksum)`.
+    Persist {
+        entry: Entry,
+    },
+    /// Write and fsync the superblock, then call `on_view_persisted(superblock.view)`.
+    PersistView {
+        superblock: Superblock,
+    },
+    /// `op` was applied to the state machine (in op order, once per op per replica lifetime).
+    Commit {
+        op: u64,
+        entry: Entry,
+    },
+    /// The primary's reply to a client (also a cached reply re-sent for a duplicate request).
+    Reply {
+        client_id: u128,
+        request_number: u64,
+        reply: Vec<u8>,
+    },
+    /// A backup received a request: the client should ask `primary`.
+    NotPrimary {
+        client_id: u128,
+        request_number: u64,
+        primary: u8,
+    },
+    /// Store the checkpoint durably (taken locally, or installed by state transfer). Journal
+    /// entries at or below `checkpoint.op` may be dropped once it is durable.
+    Checkpoint {
+        checkpoint: Checkpoint,
+    },
+}
