@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod metadata_view;
 pub mod offload;
 pub mod pinning;
+pub mod replica_network;
 pub mod storage;
 
 pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
@@ -14,6 +15,7 @@ pub use gateway::Gateway;
 pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;
+pub use replica_network::ReplicaNetwork;
 pub use storage::{Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.

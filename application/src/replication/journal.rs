@@ -153,7 +153,8 @@ impl<S: Storage> VsrJournal<S> {
         result.map_err(io_error(&path))?;
         let scan = scan(&bytes);
         if let Some((position, trailing)) = scan.corrupt {
-            let error = JournalError::Corrupt { path: path.clone(), position: position as u64, trailing: trailing as u64 };
+            let error =
+                JournalError::Corrupt { path: path.clone(), position: position as u64, trailing: trailing as u64 };
             if !clustered {
                 return Err(error);
             }
