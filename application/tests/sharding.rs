@@ -43,6 +43,7 @@ fn config() -> SystemConfig {
         host: Default::default(),
         security: Default::default(),
         membership: Default::default(),
+        cluster_nodes: Vec::new(),
     }
 }
 

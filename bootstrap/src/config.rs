@@ -37,6 +37,43 @@ impl Tls {
     }
 }
 
+/// `[cluster]` and `--replica-id`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterConfig {
+    pub enabled: bool,
+    pub replicas: Vec<String>,
+    pub client_addresses: Vec<String>,
+    pub replica_id: u8,
+}
+
+impl ClusterConfig {
+    pub fn membership(&self) -> rill_application::replication::Membership {
+        match self.enabled {
+            true => rill_application::replication::Membership {
+                replica_id: self.replica_id,
+                replica_count: self.replicas.len() as u8,
+            },
+            false => Default::default(),
+        }
+    }
+
+    /// Each node's client address and TCP port for cluster metadata (empty on one node).
+    pub fn nodes(&self) -> Vec<(String, rill_domain::wire::response::NodePorts)> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        self.client_addresses
+            .iter()
+            .map(|address| {
+                let (ip, port) = address.rsplit_once(':').unwrap_or((address, "0"));
+                let ports =
+                    rill_domain::wire::response::NodePorts { tcp: port.parse().unwrap_or(0), ..Default::default() };
+                (ip.trim_matches(['[', ']']).to_owned(), ports)
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryPoolConfig {
     pub enabled: bool,
@@ -53,6 +90,7 @@ pub struct Config {
     pub memory_pool: MemoryPoolConfig,
     pub security: rill_application::system::SecurityConfig,
     pub http_settings: rill_adapter_transport_http::HttpSettings,
+    pub cluster: ClusterConfig,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -267,8 +305,15 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         },
     };
     rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
+    let cluster = ClusterConfig {
+        enabled: flag("cluster.enabled"),
+        replicas: list("cluster.replicas")?,
+        client_addresses: list("cluster.client_addresses")?,
+        replica_id: 0,
+    };
     Ok(Config {
         http_settings,
+        cluster,
         security,
         memory_pool,
         system_path: text("system.path"),
@@ -283,6 +328,36 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         effective: toml::to_string(&redacted(merged)).context("serialising the effective config")?,
         unknown_keys,
     })
+}
+
+impl Config {
+    /// Applies `--replica-id` and checks the node is in the roster.
+    pub fn with_replica_id(mut self, replica_id: Option<u8>) -> anyhow::Result<Self> {
+        let cluster = &mut self.cluster;
+        cluster.replica_id = replica_id.unwrap_or(0);
+        if !cluster.enabled {
+            return Ok(self);
+        }
+        let count = cluster.replicas.len();
+        if !(1..=rill_domain::vsr::REPLICAS_MAX as usize).contains(&count) {
+            bail!(
+                "invalid value for `cluster.replicas`: {count} addresses (expected 1 to {})",
+                rill_domain::vsr::REPLICAS_MAX
+            );
+        }
+        if cluster.replica_id as usize >= count {
+            bail!("--replica-id {} is not in `cluster.replicas` ({count} nodes)", cluster.replica_id);
+        }
+        if cluster.client_addresses.len() != count {
+            bail!("`cluster.client_addresses` must list one address per replica ({count})");
+        }
+        for address in cluster.replicas.iter().chain(&cluster.client_addresses) {
+            if address.parse::<SocketAddr>().is_err() {
+                bail!("invalid address in `[cluster]`: `{address}` (expected ip:port)");
+            }
+        }
+        Ok(self)
+    }
 }
 
 fn validate(config: &Config) -> anyhow::Result<()> {

@@ -236,7 +236,8 @@ impl Shard0 {
             ports: listeners.ports,
             host: crate::host::host_info(),
             security: self.config.security,
-            membership: Default::default(),
+            membership: self.config.cluster.membership(),
+            cluster_nodes: self.config.cluster.nodes(),
         };
         let clock = SystemClock::default();
         let recovered = recover(&UringStorage, &system_config, clock.now_us(), rand::random())
@@ -262,7 +263,8 @@ impl Shard0 {
             let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
             rill_adapter_transport_http::spawn(http, shared.clone(), settings, tls, gateway, move || factory.reader())?;
         }
-        let writer = MetadataWriter::new(recovered.replication, publisher, None, rand::random());
+        let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
+        let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
         let pending = recovered.pending;
         let parts = ShardParts {
             storage: UringStorage,
@@ -275,6 +277,7 @@ impl Shard0 {
         };
         let system = Rc::new(System::new(parts));
         compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
+        crate::cluster::serve(&system, replica_plane);
         system.start_replication(pending).await;
         system.open_owned_partitions().await?;
         for _ in 1..self.shard_count {

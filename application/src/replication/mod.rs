@@ -111,6 +111,10 @@ impl<S: Storage> Replication<S> {
         Ok(external)
     }
 
+    pub fn membership(&self) -> Membership {
+        self.membership
+    }
+
     /// Drops the commits among `effects` (and the outcomes they left), for the start-up
     /// path, whose state seeds every view directly; returns the rest.
     pub fn without_commits(&self, effects: Vec<Effect>) -> Vec<Effect> {

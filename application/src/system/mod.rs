@@ -46,6 +46,8 @@ pub struct SystemConfig {
     pub security: SecurityConfig,
     /// This node's replica id and the cluster's size (one node by default).
     pub membership: Membership,
+    /// Each roster node's client address and ports, by replica id (empty on one node).
+    pub cluster_nodes: Vec<(String, NodePorts)>,
 }
 
 /// Limits of logins, sessions, tokens and consumer groups.

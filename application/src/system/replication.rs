@@ -26,6 +26,11 @@ struct Waiter {
 /// (57): the client may retry, and the op may still commit later, once.
 const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
 
+/// Largest metadata op body (names are at most 255 bytes; option blocks and permission
+/// blobs are small). A log suffix of a full journal then stays far below the replica
+/// plane's 64 MiB frame limit.
+const METADATA_BODY_MAX: usize = 64 * 1024;
+
 /// Shard 0's write side of the metadata: the replica, the client identity it uses for the
 /// requests this node submits, and the publisher every shard's view is fed from.
 pub struct MetadataWriter<E: Env> {
@@ -131,6 +136,9 @@ impl<E: Env> System<E> {
                 _ => {}
             }
         }
+        if let Some(role) = self.replica_role() {
+            self.shared.set_role(role);
+        }
         let replica = writer.replication.replica.borrow();
         if !(replica.is_primary() && replica.status() == Status::Normal) {
             drop(replica);
@@ -171,6 +179,10 @@ impl<E: Env> System<E> {
     /// without entering the journal.
     pub(super) async fn replicate(&self, operation: u8, body: &[u8], timestamp: u64) -> Result<Outcome, ErrorCode> {
         let writer = self.writer();
+        // Keeps every replica message carrying a log suffix well under the frame limit.
+        if body.len() > METADATA_BODY_MAX {
+            return Err(ErrorCode::InvalidFormat);
+        }
         let _one_at_a_time = writer.requests.lock().await;
         let mut reader = rill_domain::wire::reader::Reader::new(body);
         let Ok(Some(op)) = rill_domain::wire::command::MetadataOp::decode(operation, &mut reader) else {
@@ -187,6 +199,36 @@ impl<E: Env> System<E> {
         })
         .await;
         answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))
+    }
+
+    /// Commits the root account when the metadata has no user and this replica is the
+    /// primary of a running cluster; true once the metadata has a user.
+    pub async fn ensure_root_user(&self) -> bool {
+        let writer = self.writer();
+        if writer.metadata(|m| m.users().next().is_some()) {
+            return true;
+        }
+        let ready = self.replica_role().is_some_and(|role| role.normal && role.primary == self.replica_id());
+        if !ready {
+            return false;
+        }
+        let (operation, body) = super::root_user_op(&self.shared.config);
+        match self.replicate(operation, &body, self.now_us()).await {
+            Ok(_) => {
+                if self.shared.config.root.generated {
+                    println!(
+                        "rill-server: created root user `{}` with generated password: {}",
+                        self.shared.config.root.username, self.shared.config.root.password
+                    );
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn replica_id(&self) -> u8 {
+        self.writer().replication.membership.replica_id
     }
 
     /// A protocol message from a peer replica.
