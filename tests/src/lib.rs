@@ -107,6 +107,7 @@ pub struct TestServer {
     root: TempDir,
     address: SocketAddr,
     extra_env: Vec<(String, String)>,
+    extra_args: Vec<String>,
     child: Option<Child>,
     launches: u32,
     /// Ports of the QUIC, WebSocket and HTTP listeners (enabled when the run tests them).
@@ -123,14 +124,21 @@ impl TestServer {
     /// Like [`TestServer::start`], with extra environment variables (which override the
     /// defaults of the harness).
     pub fn start_with_env(extra_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::start_node(free_port(), extra_env, &[])
+    }
+
+    /// A server on a chosen TCP port with extra environment and arguments (a cluster node:
+    /// its roster names every node's ports before any starts).
+    pub fn start_node(tcp_port: u16, extra_env: &[(&str, &str)], extra_args: &[&str]) -> anyhow::Result<Self> {
         let root = tempfile::Builder::new().prefix("rill-test-").tempdir()?;
         std::fs::create_dir_all(root.path().join("data"))?;
-        let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let address = SocketAddr::from(([127, 0, 0, 1], tcp_port));
         let mut server = TestServer {
             binary: server_binary(),
             root,
             address,
             extra_env: extra_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
             child: None,
             launches: 0,
             ports: transport::ListenerPorts { quic: free_port(), websocket: free_port(), http: free_port() },
@@ -254,6 +262,7 @@ impl TestServer {
         let mut command = Command::new(&self.binary);
         command
             .arg("--with-default-root-credentials")
+            .args(&self.extra_args)
             .current_dir(self.root.path())
             .stdin(Stdio::null())
             .stdout(stdout)
