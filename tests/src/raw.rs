@@ -271,7 +271,9 @@ pub fn try_login(stream: &mut TcpStream, client: u128) -> Result<u64, String> {
     let request = Request::register(client, GOLDEN_LOGIN_CHECKSUM);
     send(stream, &request.frame(&GOLDEN_LOGIN_BODY));
     match read_frame(stream) {
-        Outcome::Frame(reply) if reply.command() == COMMAND_REPLY && reply.status() == 0 && reply.body().len() >= 16 => {
+        Outcome::Frame(reply)
+            if reply.command() == COMMAND_REPLY && reply.status() == 0 && reply.body().len() >= 16 =>
+        {
             Ok(u64_at(reply.body(), 8))
         }
         other => Err(format!("login refused: {other:?}")),
