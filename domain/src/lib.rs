@@ -1,6 +1,6 @@
 //! Rill's pure core: the partition namespace and routing, identifiers, the Iggy 0.11 wire
-//! codec, the message batch format, segments and their index, polling, and the metadata
-//! state machine. No IO, no clock, no randomness: callers pass time and bytes in.
+//! codec, the message batch format, segments and their index, polling, the metadata state
+//! machine and the VSR replica. No IO, no clock, no randomness: callers pass time and bytes in.
 
 pub mod batch;
 pub mod constants;

@@ -145,12 +145,19 @@ impl Log {
         (op > self.op + 1).then_some((op - 1, entry.parent))
     }
 
-    /// Keeps a prepare of the current view that arrived ahead of the head (bounded).
+    /// Keeps a prepare of the current view that arrived ahead of the head. When full, the
+    /// highest prepare gives way to a lower one: the lower ones are the next to join the run.
     pub(super) fn insert_future(&mut self, entry: Entry) {
-        let fits = self.future.len() < self.future_max || self.future.contains_key(&entry.op);
-        if entry.op > self.op && entry.op <= self.op + self.capacity as u64 && fits {
-            self.future.insert(entry.op, entry);
+        if entry.op <= self.op || entry.op > self.op + self.capacity as u64 {
+            return;
         }
+        if self.future.len() >= self.future_max && !self.future.contains_key(&entry.op) {
+            match self.future.last_key_value() {
+                Some((&highest, _)) if highest > entry.op => self.future.pop_last(),
+                _ => return,
+            };
+        }
+        self.future.insert(entry.op, entry);
     }
 
     pub(super) fn clear_future(&mut self) {
@@ -168,7 +175,7 @@ impl Log {
             let slot = self.take_stashed(entry);
             self.run.push_front(slot);
         } else if self.future_target() == key {
-            self.future.insert(entry.op, entry);
+            self.insert_future(entry);
         } else {
             self.stash(Slot::pending(entry));
         }
@@ -188,7 +195,7 @@ impl Log {
             if let Some(key) = self.future_target()
                 && let Some(slot) = self.stash.get(&key)
             {
-                self.future.insert(key.0, slot.entry.clone());
+                self.insert_future(slot.entry.clone());
                 continue;
             }
             if let Some(entry) = self.future.remove(&(self.op + 1))

@@ -182,6 +182,7 @@ impl<S: StateMachine> Replica<S> {
                 *votes |= 1 << self.replica;
             }
         }
+        // Votes propagate to lower ops, so the highest op with a quorum commits its whole prefix.
         let quorum = self.quorum();
         let committed = self.prepare_oks.iter().rev().find(|(_, votes)| votes.count_ones() as usize >= quorum);
         if let Some((&op, _)) = committed {
@@ -191,7 +192,8 @@ impl<S: StateMachine> Replica<S> {
         self.commit_journal(effects);
     }
 
-    /// Applies committed ops in order while the log holds them.
+    /// Applies committed ops in order while the log holds them. Backups apply too, so that any
+    /// of them can take over as primary with the state and the client table already built.
     pub(super) fn commit_journal(&mut self, effects: &mut Vec<Effect>) {
         if self.status != Status::Normal {
             return;

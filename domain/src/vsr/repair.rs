@@ -17,7 +17,10 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal {
             return;
         }
-        if let Some(target) = self.log.hole_target(self.commit_min) {
+        // The hole below the run comes first: the applied prefix waits on it.
+        let hole = self.log.hole_target(self.commit_min).map(|target| (target, target.0 - self.commit_min));
+        let gap = self.log.future_target().map(|target| (target, target.0 - self.log.op()));
+        if let Some((target, depth)) = hole.or(gap) {
             if self.repair_target != Some(target) {
                 self.repair_target = Some(target);
                 self.repair_attempts = 0;
@@ -25,7 +28,6 @@ impl<S: StateMachine> Replica<S> {
             self.repair_attempts += 1;
             // Peers keep about one checkpoint interval below their own: a deeper hole, or one
             // that repair does not fill, needs committed state instead.
-            let depth = target.0 - self.commit_min;
             if self.repair_attempts > REPAIR_ATTEMPTS_MAX || depth > self.options.checkpoint_interval {
                 self.repair_attempts = 0;
                 self.request_state(effects);
@@ -33,14 +35,13 @@ impl<S: StateMachine> Replica<S> {
                 let (op, checksum) = target;
                 self.broadcast(Message::RequestPrepare { replica: self.replica, op, checksum }, effects);
             }
-        } else if let Some((op, checksum)) = self.log.future_target() {
-            self.broadcast(Message::RequestPrepare { replica: self.replica, op, checksum }, effects);
         } else if self.commit_max > self.log.op() {
             // Committed ops above the head, and no prepare in sight to chain them from.
             self.request_state(effects);
         }
     }
 
+    /// Asks one random peer, not all: a state transfer may carry a whole checkpoint.
     fn request_state(&mut self, effects: &mut Vec<Effect>) {
         if self.replica_count == 1 {
             return;
@@ -80,6 +81,8 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal || view != self.view || self.commit_min <= commit {
             return;
         }
+        // The asker continues from its own applied prefix when our run still reaches it, and
+        // from our checkpoint when we trimmed past it.
         let (checkpoint, base) = if self.log.entry(commit + 1).is_some() {
             (None, commit)
         } else {

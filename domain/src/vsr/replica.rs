@@ -117,6 +117,7 @@ impl<S: StateMachine> Replica<S> {
                 this.log.stash(super::log::Slot { entry, durability: super::log::Durability::Durable });
             }
         }
+        // Without peers there is no one to ask, and no one who could have moved on.
         if replica_count == 1 {
             this.recover_alone(effects);
         } else {
@@ -273,6 +274,8 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn dispatch(&mut self, message: Message, effects: &mut Vec<Effect>) {
+        // A recovering replica votes in nothing, since it may have missed what it would vote
+        // on. It still serves repairs (the asker checks the checksum) and keeps repairs it gets.
         if self.status == Status::Recovering {
             match message {
                 Message::RecoveryResponse { view, replica, nonce, log } => {

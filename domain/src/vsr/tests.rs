@@ -411,3 +411,58 @@ fn a_partitioned_old_primary_rejoins_the_new_view() {
     assert!(!old.is_primary());
     assert_eq!(old.log_entry(3), harness.replicas[1].log_entry(3), "the uncommitted op 3 was replaced");
 }
+
+/// Entries `ops` chained onto `parent`, prepared in `view`, with distinct bodies per `tag`.
+fn chain(ops: std::ops::RangeInclusive<u64>, view: u32, mut parent: u128, tag: u8) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for op in ops {
+        let body = [tag; 8].to_vec();
+        let entry = Entry {
+            op,
+            view,
+            timestamp: op,
+            client_id: 5,
+            request_number: op,
+            operation: 0,
+            parent,
+            body,
+            checksum: 0,
+        };
+        let entry = entry.seal();
+        parent = entry.checksum;
+        entries.push(entry);
+    }
+    entries
+}
+
+#[test]
+fn new_primary_prefers_the_latest_log_view_over_the_longest_log() {
+    let mut harness = Harness::new(3, options());
+    commit_ops(&mut harness, 1, 2);
+    let prefix: Vec<Entry> = (1..=2).map(|op| harness.replicas[0].log_entry(op).expect("committed").clone()).collect();
+    let top = prefix[1].checksum;
+    // Replica 0 was normal last in view 0 with a longer log; replica 1 in view 1 with op 3 only.
+    let longer = [prefix.clone(), chain(3..=5, 0, top, 0xAA)].concat();
+    let later = [prefix, chain(3..=3, 1, top, 0xBB)].concat();
+    let suffix = |entries: &[Entry]| {
+        let head = entries.last().expect("non-empty");
+        LogSuffix { op: head.op, op_checksum: head.checksum, commit: 2, entries: entries.to_vec() }
+    };
+    let votes = [
+        Message::DoViewChange { view: 2, replica: 0, log_view: 0, log: suffix(&longer) },
+        Message::DoViewChange { view: 2, replica: 1, log_view: 1, log: suffix(&later) },
+    ];
+    for vote in votes {
+        let mut effects = Vec::new();
+        harness.replicas[2].on_message(harness.now, vote, &mut effects);
+        harness.absorb(2, effects);
+    }
+    // Replica 2 (primary of view 2) votes for itself once its view is durable, then starts.
+    assert_eq!(harness.replicas[2].status(), Status::ViewChange);
+    harness.messages.clear();
+    harness.persist();
+    let primary = &harness.replicas[2];
+    assert_eq!((primary.status(), primary.view(), primary.op()), (Status::Normal, 2, 3));
+    assert_eq!(primary.log_entry(3), later.last());
+    assert_eq!(harness.sent(|m| matches!(m, Message::StartView { view: 2, .. })), 2);
+}

@@ -12,6 +12,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(view > self.view && self.status != Status::Recovering);
         self.view = view;
         self.status = Status::ViewChange;
+        // Votes, acknowledgements and early prepares of the old view mean nothing in the new one.
         self.start_view_change_from = 0;
         self.do_view_change_sent = false;
         self.do_view_changes.clear();
@@ -33,6 +34,8 @@ impl<S: StateMachine> Replica<S> {
         if view < self.view || (view == self.view && self.status != Status::ViewChange) {
             return;
         }
+        // Joining a higher view at once, instead of waiting for our own timeout, lets one
+        // replica's timeout carry the whole cluster into the next view.
         if view > self.view {
             self.start_view_change(view, effects);
         }
@@ -126,6 +129,8 @@ impl<S: StateMachine> Replica<S> {
         }
         self.status = Status::Normal;
         self.log_view = self.view;
+        // Every op a quorum member knew committed is in the best log; clamping to the head only
+        // guards against a malformed vote.
         self.commit_max = self.commit_max.max(commit).min(self.log.op()).max(self.commit_min);
         self.prepare_oks = (self.commit_max + 1..=self.log.op()).map(|op| (op, 0)).collect();
         self.start_normal_timeouts();
@@ -146,6 +151,8 @@ impl<S: StateMachine> Replica<S> {
         if self.primary_index(view) == self.replica {
             return;
         }
+        // The new primary's log is canonical for the view: it replaces ours from its head down,
+        // keeping our copies (and their durability) wherever the checksums agree.
         let anchor = (self.commit_min, self.commit_min_checksum);
         if !self.log.adopt(anchor, (log.op, log.op_checksum), &log.entries) {
             return;

@@ -1,0 +1,113 @@
+//! Simulated storage for one replica: journal writes complete after a seeded delay, a crash loses
+//! the writes still in flight and may leave a torn frame behind, and reading the journal back
+//! after a restart may flip a bit in a frame (the codec must reject it).
+
+use std::collections::BTreeSet;
+
+use rill_domain::vsr::{Checkpoint, Durable, Entry, Superblock};
+
+use super::prng::Prng;
+
+#[derive(Debug, Clone)]
+pub enum Write {
+    Entry(Entry),
+    View(Superblock),
+}
+
+pub struct Storage {
+    /// Durable journal frames in write order (`metadata/journal.wal`).
+    journal: Vec<Vec<u8>>,
+    durable: BTreeSet<(u64, u128)>,
+    pending: Vec<(u64, Write)>,
+    superblock: Superblock,
+    /// Written synchronously: the simulator keeps the whole journal, so a lost checkpoint would
+    /// only mean a longer replay, and the replica does not wait for it.
+    pub checkpoint: Option<Checkpoint>,
+    prng: Prng,
+    pub delay_max_ticks: u64,
+}
+
+impl Storage {
+    pub fn new(seed: u64, replica: u8, delay_max_ticks: u64) -> Self {
+        let prng = Prng::stream(seed, &format!("storage-{replica}"));
+        Self {
+            journal: Vec::new(),
+            durable: BTreeSet::new(),
+            pending: Vec::new(),
+            superblock: Superblock::default(),
+            checkpoint: None,
+            prng,
+            delay_max_ticks,
+        }
+    }
+
+    pub fn submit(&mut self, tick: u64, write: Write) {
+        let done = tick + self.prng.range(1, self.delay_max_ticks);
+        self.pending.push((done, write));
+    }
+
+    /// Writes that completed by `tick`, now durable, in submission order.
+    pub fn complete(&mut self, tick: u64) -> Vec<Write> {
+        let (done, pending): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _)| *at <= tick);
+        self.pending = pending;
+        for (_, write) in &done {
+            match write {
+                Write::Entry(entry) => {
+                    self.journal.push(entry.encode());
+                    self.durable.insert((entry.op, entry.checksum));
+                }
+                Write::View(superblock) => self.superblock = *superblock,
+            }
+        }
+        done.into_iter().map(|(_, write)| write).collect()
+    }
+
+    /// Whether this exact entry is durable here.
+    pub fn holds(&self, op: u64, checksum: u128) -> bool {
+        self.durable.contains(&(op, checksum))
+    }
+
+    /// The entries of the journal frames that decode.
+    pub fn keys(&self) -> Vec<(u64, u128)> {
+        let entries = self.journal.iter().filter_map(|frame| Entry::decode(frame).ok());
+        entries.map(|entry| (entry.op, entry.checksum)).collect()
+    }
+
+    /// Drops the writes in flight; the last journal write may land half-written.
+    pub fn crash(&mut self, torn_ppm: u64) -> bool {
+        let pending = std::mem::take(&mut self.pending);
+        let last = pending.iter().rev().find_map(|(_, write)| match write {
+            Write::Entry(entry) => Some(entry.encode()),
+            Write::View(_) => None,
+        });
+        if let Some(frame) = last
+            && self.prng.chance(torn_ppm)
+        {
+            let keep = self.prng.range(1, frame.len() as u64 - 1) as usize;
+            self.journal.push(frame[..keep].to_vec());
+            return true;
+        }
+        false
+    }
+
+    /// Reads everything back for `Replica::open`. A frame for which `may_corrupt` allows it
+    /// gets a bit flipped with probability `corrupt_ppm`, and must then fail to decode.
+    pub fn read(&mut self, corrupt_ppm: u64, may_corrupt: impl Fn(u64, u128) -> bool) -> (Durable, usize) {
+        let mut entries = Vec::new();
+        let mut corrupted = 0;
+        for frame in &self.journal {
+            let Ok(entry) = Entry::decode(frame) else { continue };
+            if may_corrupt(entry.op, entry.checksum) && self.prng.chance(corrupt_ppm) {
+                let mut flipped = frame.clone();
+                let bit = self.prng.below(8 * flipped.len() as u64) as usize;
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(Entry::decode(&flipped).is_err(), "a bit flip went unnoticed");
+                corrupted += 1;
+                continue;
+            }
+            entries.push(entry);
+        }
+        let durable = Durable { superblock: self.superblock, checkpoint: self.checkpoint.clone(), entries };
+        (durable, corrupted)
+    }
+}
