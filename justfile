@@ -30,6 +30,6 @@ bench *FLAGS:
 # The same scenario over each client transport (2 shards): tcp, tcp-tls, quic, websocket.
 bench-transports *FLAGS:
     cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench
-    for transport in tcp tcp-tls quic websocket; do RILL_TEST_TRANSPORT=$transport ./target/release/rill-bench {{FLAGS}}; done
+    for transport in tcp tcp-tls quic websocket http; do RILL_TEST_TRANSPORT=$transport ./target/release/rill-bench {{FLAGS}}; done
 
 ci: lint tidy test

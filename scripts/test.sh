@@ -33,8 +33,8 @@ RILL_TEST_SHARDS=1 cargo test -p rill-tests --no-fail-fast
 RILL_TEST_SHARDS=3 cargo test -p rill-tests --no-fail-fast
 
 # The foundation suite once more over every other client transport: the official client
-# speaks QUIC, WebSocket and TLS-wrapped TCP to the same server code.
+# speaks QUIC, WebSocket, TLS-wrapped TCP and the HTTP REST API to the same server code.
 FOUNDATION="--test messages --test streams_topics --test offsets --test system --test restart"
-for transport in quic websocket tcp-tls; do
+for transport in quic websocket tcp-tls http; do
     RILL_TEST_TRANSPORT=$transport cargo test -p rill-tests $FOUNDATION --no-fail-fast
 done

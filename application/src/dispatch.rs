@@ -8,10 +8,11 @@ use rill_domain::error::ErrorCode;
 use rill_domain::version;
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::command::{Command, Credentials, DecodeError};
+use rill_domain::wire::encode::EncodedRequest;
 use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, encode_reply, write_reply};
 use rill_domain::wire::response;
 
-use crate::ports::Env;
+use crate::ports::{Env, ShardReply};
 use crate::system::System;
 
 /// A session bound to a connection by a successful login.
@@ -20,6 +21,15 @@ pub struct BoundSession {
     pub client: u128,
     pub session: u64,
     pub user_id: u32,
+}
+
+/// Who runs a request: the client and connection it came from (both 0 through a
+/// connectionless gateway) and the authenticated user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Caller {
+    client: u128,
+    client_id: u32,
+    user_id: u32,
 }
 
 /// Per-connection state a transport keeps and passes to every `handle` call. The session
@@ -62,7 +72,16 @@ fn fields_valid(header: &RequestHeader) -> bool {
 }
 
 impl<E: Env> System<E> {
+    /// Serves one request frame and records how long it took, by command.
     pub async fn handle(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
+        let started_us = self.monotonic_us();
+        let outcome = self.serve(connection, header, body).await;
+        let command = rill_domain::wire::codes::command_name(header.operation, header.code);
+        self.shared.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));
+        outcome
+    }
+
+    async fn serve(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
         let reply = |status: ErrorCode| Outcome::Reply(encode_reply(header, self.commit(), status.code(), &[]));
         if !header.checksum_matches(body) {
             return reply(ErrorCode::InvalidFormat);
@@ -113,7 +132,9 @@ impl<E: Env> System<E> {
                 }
             }
             command => {
-                let result = self.execute(connection, header, body, command).await;
+                let bound = connection.bound().expect("checked above");
+                let caller = Caller { client: bound.client, client_id: connection.client_id, user_id: bound.user_id };
+                let result = self.execute(caller, header.operation, body, command).await;
                 let frame = match result {
                     Ok(reply_body) => {
                         let mut frame = self.shared.pool.acquire(HEADER_SIZE + reply_body.len());
@@ -160,29 +181,23 @@ impl<E: Env> System<E> {
         Outcome::Reply(encode_reply(header, self.commit(), 0, &body))
     }
 
-    async fn execute(
-        &self,
-        connection: &Connection,
-        header: &RequestHeader,
-        body: &[u8],
-        command: Command<'_>,
-    ) -> Result<Vec<u8>, ErrorCode> {
-        let caller = connection.bound().expect("only bound connections reach execute");
+    /// Runs an authenticated request as `caller`: authorization, then the use case.
+    async fn execute(&self, caller: Caller, operation: u8, body: &[u8], command: Command<'_>) -> ShardReply {
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }
-        let (client, client_id, user_id) = (caller.client, connection.client_id, caller.user_id);
+        let Caller { client, client_id, user_id } = caller;
         match command {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
-            Command::GetMe => self.get_client(connection.client_id),
+            Command::GetMe => self.get_client(client_id),
             Command::GetClient { client_id } => self.get_client(client_id),
             Command::GetClients => Ok(self.get_clients()),
             Command::GetStream { stream } => Ok(self.get_stream(&stream)),
             Command::GetStreams => Ok(self.get_streams()),
             Command::GetTopic(topic) => Ok(self.get_topic(&topic)),
             Command::GetTopics { stream } => Ok(self.get_topics(&stream)),
-            Command::Metadata(op) => self.execute_metadata(header.operation, body, &op).await,
+            Command::Metadata(op) => self.execute_metadata(operation, body, &op).await,
             Command::DeleteSegments { topic, partition_id, segments_count } => {
                 self.delete_segments(&topic, partition_id, segments_count).await
             }
@@ -225,6 +240,31 @@ impl<E: Env> System<E> {
 }
 
 impl<E: Env> System<E> {
+    /// Runs a request that arrived through a connectionless gateway (HTTP) for a user the
+    /// gateway authenticated. It takes the same decoder, authorization and use cases as a
+    /// binary request; commands that need a connection (its session, its group
+    /// memberships) are refused.
+    pub async fn execute_for_user(&self, user_id: u32, request: &EncodedRequest) -> ShardReply {
+        if !self.metadata_view(|m| m.user(user_id).is_some_and(|user| user.is_active())) {
+            return Err(ErrorCode::Unauthenticated);
+        }
+        let command = Command::decode(request.operation, request.code, &request.body).map_err(|error| match error {
+            DecodeError::Body(code) => code,
+            DecodeError::UnknownOperation(_) | DecodeError::UnknownCode(_) => ErrorCode::InvalidCommand,
+        })?;
+        match command {
+            Command::Ping | Command::Register { .. } | Command::Logout => Err(ErrorCode::InvalidCommand),
+            Command::GetMe
+            | Command::JoinConsumerGroup { .. }
+            | Command::LeaveConsumerGroup { .. }
+            | Command::SyncConsumerGroup { .. } => Err(ErrorCode::FeatureUnavailable),
+            command => {
+                let caller = Caller { client: 0, client_id: 0, user_id };
+                self.execute(caller, request.operation, &request.body, command).await
+            }
+        }
+    }
+
     /// Handles one complete frame, as message-based transports (WebSocket, QUIC) deliver
     /// them; `None` when the bytes are not a well-formed frame (the transport closes).
     pub async fn handle_frame(&self, connection: &Connection, frame: &[u8]) -> Option<Outcome> {

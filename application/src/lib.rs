@@ -6,12 +6,13 @@ pub mod authz;
 pub mod credentials;
 pub mod dispatch;
 pub mod groups;
-pub mod journal;
+pub mod latency;
 pub mod login;
 pub mod login_guard;
 pub mod memory_pool;
 pub mod partition;
 pub mod ports;
+pub mod replication;
 pub mod shared;
 pub mod system;
 

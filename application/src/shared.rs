@@ -75,10 +75,14 @@ pub struct Shared {
     pub groups: Groups,
     next_session: AtomicU64,
     commit: AtomicU64,
+    /// The replica's view, primary and status, packed (see `set_role`), for cluster metadata.
+    role: AtomicU64,
     pub start_time_us: u64,
     /// Namespace to owner shard and counters; lock-free for readers.
     pub partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
     pub bus: BusCounters,
+    /// Request latency by transport family and request, for `/metrics`.
+    pub latency: crate::latency::RequestLatency,
     /// Buffers for request bodies, reply frames and journaled batches.
     pub pool: MemoryPool,
 }
@@ -95,9 +99,11 @@ impl Shared {
             clients: ClientRegistry::default(),
             next_session: AtomicU64::new(1),
             commit: AtomicU64::new(commit),
+            role: AtomicU64::new(1),
             start_time_us,
             partitions: papaya::HashMap::new(),
             bus: BusCounters::default(),
+            latency: crate::latency::RequestLatency::default(),
             pool,
         }
     }
@@ -113,6 +119,21 @@ impl Shared {
 
     pub fn set_commit(&self, commit: u64) {
         self.commit.fetch_max(commit, Ordering::Release);
+    }
+
+    /// Records the replica's view, its primary and whether it is in normal status.
+    pub fn set_role(&self, role: crate::system::ReplicaRole) {
+        let packed = u64::from(role.view) << 32 | u64::from(role.primary) << 8 | u64::from(role.normal);
+        self.role.store(packed, Ordering::Release);
+    }
+
+    pub fn role(&self) -> crate::system::ReplicaRole {
+        let packed = self.role.load(Ordering::Acquire);
+        crate::system::ReplicaRole {
+            view: (packed >> 32) as u32,
+            primary: (packed >> 8) as u8,
+            normal: packed & 1 == 1,
+        }
     }
 
     /// The owner of a partition: looked up in the partition table, lock-free; a partition

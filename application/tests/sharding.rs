@@ -42,6 +42,8 @@ fn config() -> SystemConfig {
         ports: Default::default(),
         host: Default::default(),
         security: Default::default(),
+        membership: Default::default(),
+        cluster_nodes: Vec::new(),
     }
 }
 
@@ -49,12 +51,12 @@ fn config() -> SystemConfig {
 fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
     let config = config();
     let clock = ManualClock::new(1_700_000_000_000_000);
-    let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000)).expect("recover");
+    let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000, 7)).expect("recover");
     let pool = MemoryPool::new(512 << 20, 64).expect("pool");
-    let shared = Arc::new(Shared::new(config, SHARDS, recovered.journal.commit(), 0, pool));
-    let view = SimMetadata::new(recovered.metadata.clone());
+    let shared = Arc::new(Shared::new(config, SHARDS, recovered.commit(), 0, pool));
+    let view = SimMetadata::new(recovered.metadata());
     let shards = Rc::new(LocalShards::default());
-    let mut writer = Some(MetadataWriter::<SimEnv>::new(recovered.metadata, recovered.journal, view.clone()));
+    let mut writer = Some(MetadataWriter::<SimEnv>::new(recovered.replication, view.clone(), None, 99));
     let (mut systems, mut calls) = (Vec::new(), Vec::new());
     for shard_id in 0..SHARDS {
         let bus = LocalBus::new(shard_id, SHARDS, shards.clone());

@@ -37,6 +37,43 @@ impl Tls {
     }
 }
 
+/// `[cluster]` and `--replica-id`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterConfig {
+    pub enabled: bool,
+    pub replicas: Vec<String>,
+    pub client_addresses: Vec<String>,
+    pub replica_id: u8,
+}
+
+impl ClusterConfig {
+    pub fn membership(&self) -> rill_application::replication::Membership {
+        match self.enabled {
+            true => rill_application::replication::Membership {
+                replica_id: self.replica_id,
+                replica_count: self.replicas.len() as u8,
+            },
+            false => Default::default(),
+        }
+    }
+
+    /// Each node's client address and TCP port for cluster metadata (empty on one node).
+    pub fn nodes(&self) -> Vec<(String, rill_domain::wire::response::NodePorts)> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        self.client_addresses
+            .iter()
+            .map(|address| {
+                let (ip, port) = address.rsplit_once(':').unwrap_or((address, "0"));
+                let ports =
+                    rill_domain::wire::response::NodePorts { tcp: port.parse().unwrap_or(0), ..Default::default() };
+                (ip.trim_matches(['[', ']']).to_owned(), ports)
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryPoolConfig {
     pub enabled: bool,
@@ -53,6 +90,7 @@ pub struct Config {
     pub memory_pool: MemoryPoolConfig,
     pub security: rill_application::system::SecurityConfig,
     pub http_settings: rill_adapter_transport_http::HttpSettings,
+    pub cluster: ClusterConfig,
     pub log_level: String,
     pub tcp: Listener,
     pub quic: Listener,
@@ -110,6 +148,10 @@ fn parse_env(key: &str, raw: &str, default: &Value) -> anyhow::Result<Value> {
         Value::Boolean(_) => raw.trim().parse::<bool>().ok().map(Value::Boolean),
         Value::Integer(_) => raw.trim().parse::<i64>().ok().map(Value::Integer),
         Value::Float(_) => raw.trim().parse::<f64>().ok().map(Value::Float),
+        // Lists come from the environment comma-separated: `GET,POST`.
+        Value::Array(_) => {
+            Some(Value::Array(raw.split(',').map(|item| Value::String(item.trim().to_owned())).collect()))
+        }
         _ => Some(Value::String(raw.to_owned())),
     };
     parsed.with_context(|| format!("invalid value for `{key}`: `{raw}` (expected {})", type_name(default)))
@@ -231,13 +273,47 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
         session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
     };
+    let list = |key: &str| -> anyhow::Result<Vec<String>> {
+        let items = leaves[key].as_array().expect("types were checked against the defaults");
+        items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .with_context(|| format!("invalid value for `{key}`: expected a list of strings"))
+            .map(|items| items.into_iter().filter(|item| !item.is_empty()).collect())
+    };
+    let max_request_size = text("http.max_request_size");
+    let max_request_size_bytes = rill_domain::topic_options::parse_size_bytes(&max_request_size)
+        .filter(|&bytes| bytes >= 1024)
+        .with_context(|| {
+            format!(
+                "invalid value for `http.max_request_size`: `{max_request_size}` (expected a size such as \"2 MB\")"
+            )
+        })?;
     let http_settings = rill_adapter_transport_http::HttpSettings {
         jwt_secret: text("http.jwt.encoding_secret"),
         access_token_lifetime_s: duration("http.jwt.access_token_expiry")? / 1_000_000,
         clock_skew_s: duration("http.jwt.clock_skew")? / 1_000_000,
+        max_request_size_bytes: usize::try_from(max_request_size_bytes).unwrap_or(usize::MAX),
+        cors: rill_adapter_transport_http::CorsSettings {
+            enabled: flag("http.cors.enabled"),
+            allowed_origins: list("http.cors.allowed_origins")?,
+            allowed_methods: list("http.cors.allowed_methods")?,
+            allowed_headers: list("http.cors.allowed_headers")?,
+            exposed_headers: list("http.cors.exposed_headers")?,
+            allow_credentials: flag("http.cors.allow_credentials"),
+        },
+    };
+    rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
+    let cluster = ClusterConfig {
+        enabled: flag("cluster.enabled"),
+        replicas: list("cluster.replicas")?,
+        client_addresses: list("cluster.client_addresses")?,
+        replica_id: 0,
     };
     Ok(Config {
         http_settings,
+        cluster,
         security,
         memory_pool,
         system_path: text("system.path"),
@@ -252,6 +328,36 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         effective: toml::to_string(&redacted(merged)).context("serialising the effective config")?,
         unknown_keys,
     })
+}
+
+impl Config {
+    /// Applies `--replica-id` and checks the node is in the roster.
+    pub fn with_replica_id(mut self, replica_id: Option<u8>) -> anyhow::Result<Self> {
+        let cluster = &mut self.cluster;
+        cluster.replica_id = replica_id.unwrap_or(0);
+        if !cluster.enabled {
+            return Ok(self);
+        }
+        let count = cluster.replicas.len();
+        if !(1..=rill_domain::vsr::REPLICAS_MAX as usize).contains(&count) {
+            bail!(
+                "invalid value for `cluster.replicas`: {count} addresses (expected 1 to {})",
+                rill_domain::vsr::REPLICAS_MAX
+            );
+        }
+        if cluster.replica_id as usize >= count {
+            bail!("--replica-id {} is not in `cluster.replicas` ({count} nodes)", cluster.replica_id);
+        }
+        if cluster.client_addresses.len() != count {
+            bail!("`cluster.client_addresses` must list one address per replica ({count})");
+        }
+        for address in cluster.replicas.iter().chain(&cluster.client_addresses) {
+            if address.parse::<SocketAddr>().is_err() {
+                bail!("invalid address in `[cluster]`: `{address}` (expected ip:port)");
+            }
+        }
+        Ok(self)
+    }
 }
 
 fn validate(config: &Config) -> anyhow::Result<()> {

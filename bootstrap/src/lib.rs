@@ -1,6 +1,7 @@
 //! Rill's composition root: reads configuration, builds the adapters, opens the system and
 //! serves it. `main.rs` is a thin wrapper so the wiring can be tested as a library.
 
+pub mod cluster;
 pub mod config;
 pub mod host;
 pub mod page_alloc;

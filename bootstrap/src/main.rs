@@ -6,22 +6,30 @@ use std::process::ExitCode;
 
 use rill_bootstrap::{config, host, server};
 
-const USAGE: &str = "usage: rill-server [--with-default-root-credentials] [--fresh] [--help]
+const USAGE: &str = "usage: rill-server [--with-default-root-credentials] [--fresh] [--replica-id N] [--help]
 
 Configuration: embedded defaults, then the TOML file named by IGGY_CONFIG_PATH, then
-IGGY_* environment variables (e.g. IGGY_TCP_ADDRESS, IGGY_SYSTEM_PATH).";
+IGGY_* environment variables (e.g. IGGY_TCP_ADDRESS, IGGY_SYSTEM_PATH).
+--replica-id picks this node in the `[cluster]` roster (default 0).";
 
 struct Flags {
     default_credentials: bool,
     fresh: bool,
+    replica_id: Option<u8>,
 }
 
 fn parse_flags() -> Result<Flags, String> {
-    let mut flags = Flags { default_credentials: false, fresh: false };
-    for arg in std::env::args().skip(1) {
+    let mut flags = Flags { default_credentials: false, fresh: false, replica_id: None };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--with-default-root-credentials" => flags.default_credentials = true,
             "--fresh" => flags.fresh = true,
+            "--replica-id" => {
+                let value = args.next().ok_or_else(|| format!("--replica-id needs a number\n\n{USAGE}"))?;
+                let id = value.parse().map_err(|_| format!("invalid --replica-id `{value}`: expected 0 to 30"))?;
+                flags.replica_id = Some(id);
+            }
             "--help" | "-h" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
         }
@@ -74,7 +82,9 @@ fn main() -> ExitCode {
         }
         None => None,
     };
-    let config = match config::load(file.as_ref().map(|(p, t)| (p.as_str(), t.as_str())), &env) {
+    let loaded = config::load(file.as_ref().map(|(p, t)| (p.as_str(), t.as_str())), &env)
+        .and_then(|config| config.with_replica_id(flags.replica_id));
+    let config = match loaded {
         Ok(config) => config,
         Err(error) => {
             eprintln!("rill-server: {error:#}");

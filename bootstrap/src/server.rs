@@ -236,10 +236,13 @@ impl Shard0 {
             ports: listeners.ports,
             host: crate::host::host_info(),
             security: self.config.security,
+            membership: self.config.cluster.membership(),
+            cluster_nodes: self.config.cluster.nodes(),
         };
         let clock = SystemClock::default();
-        let recovered =
-            recover(&UringStorage, &system_config, clock.now_us()).await.context("opening the data directory")?;
+        let recovered = recover(&UringStorage, &system_config, clock.now_us(), rand::random())
+            .await
+            .context("opening the data directory")?;
         if recovered.root_created && self.root.generated {
             // Shown once: the hash is all that is stored.
             println!(
@@ -247,19 +250,22 @@ impl Shard0 {
                 self.root.username, self.root.password
             );
         }
-        let commit = recovered.journal.commit();
+        let commit = recovered.commit();
         let shared =
             Arc::new(Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?));
-        let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata.clone());
+        let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
         }
-        if let Some(http) = listeners.http.take() {
+        if let Some((http, tls)) = listeners.http.take() {
             let factory = factory.clone();
             let settings = self.config.http_settings.clone();
-            rill_adapter_transport_http::spawn(http, shared.clone(), settings, move || factory.reader())?;
+            let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
+            rill_adapter_transport_http::spawn(http, shared.clone(), settings, tls, gateway, move || factory.reader())?;
         }
-        let writer = MetadataWriter::new(recovered.metadata, recovered.journal, publisher);
+        let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
+        let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
+        let pending = recovered.pending;
         let parts = ShardParts {
             storage: UringStorage,
             clock,
@@ -271,6 +277,8 @@ impl Shard0 {
         };
         let system = Rc::new(System::new(parts));
         compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
+        crate::cluster::serve(&system, replica_plane);
+        system.start_replication(pending).await;
         system.open_owned_partitions().await?;
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;

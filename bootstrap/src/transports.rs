@@ -21,7 +21,7 @@ pub struct Listeners {
     websocket: Option<(TcpListener, Option<TlsAcceptor>)>,
     quic: Option<compio_quic::Endpoint>,
     /// Bound now, served on its own thread once the shards' shared state exists.
-    pub http: Option<std::net::TcpListener>,
+    pub http: Option<(std::net::TcpListener, Option<rill_adapter_transport_http::TlsConfig>)>,
     pub ports: NodePorts,
     pub ip: String,
     /// `transport address` pairs, for the start-up line.
@@ -65,7 +65,7 @@ fn ip_of(address: &str) -> String {
 /// Binds every enabled transport.
 pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
     let mut names = vec!["localhost".to_owned()];
-    for listener in [&config.tcp, &config.quic, &config.websocket] {
+    for listener in [&config.tcp, &config.quic, &config.websocket, &config.http] {
         let ip = ip_of(&listener.address);
         if !names.contains(&ip) {
             names.push(ip);
@@ -109,8 +109,15 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
         let listener = rill_adapter_transport_http::bind(&config.http.address)?;
         let local = listener.local_addr()?;
         listeners.ports.http = local.port();
-        listeners.summary.push(format!("http {local}"));
-        listeners.http = Some(listener);
+        listeners.summary.push(format!("http{} {local}", if config.http.tls.enabled { "+tls" } else { "" }));
+        let tls = match config.http.tls.enabled {
+            true => Some(
+                rill_adapter_tls::server_config(&certificates.identity(&config.http.tls)?, &[b"http/1.1"])
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            false => None,
+        };
+        listeners.http = Some((listener, tls));
     }
     Ok(listeners)
 }

@@ -27,6 +27,10 @@ pub enum ErrorCode {
     PersonalAccessTokensLimitReached = 52,
     InvalidPersonalAccessToken = 53,
     PersonalAccessTokenExpired = 54,
+    /// The op was not committed in time; the same request may be retried.
+    TransientNotCommitted = 57,
+    /// This node cannot accept the op now (not the primary, or a view change); retry.
+    TransientNotAccepted = 58,
     ClientNotFound = 100,
     StreamIdNotFound = 1009,
     StreamNameNotFound = 1010,

@@ -10,6 +10,7 @@ use crate::identifier::Identifier;
 use crate::topic_options::TopicSettings;
 use crate::wire::command::{MetadataOp, TopicRef};
 
+mod snapshot;
 mod users;
 pub use users::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
 

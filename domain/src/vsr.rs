@@ -6,6 +6,7 @@
 //! touches a disk or a socket. `docs/vsr.md` describes the message flow and the invariants.
 
 mod client_table;
+mod codec;
 mod entry;
 mod log;
 mod message;
@@ -22,6 +23,7 @@ mod tests;
 #[cfg(test)]
 mod tests_faults;
 
+pub use codec::{MESSAGE_MAX, MessageError, decode_message, encode_message, frame_len};
 pub use entry::{Checkpoint, Entry, EntryError, ROOT_CHECKSUM};
 pub use message::{Durable, Effect, LogSuffix, Message, Superblock};
 pub use options::{Options, REPLICAS_MAX};

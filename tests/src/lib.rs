@@ -107,11 +107,11 @@ pub struct TestServer {
     root: TempDir,
     address: SocketAddr,
     extra_env: Vec<(String, String)>,
+    extra_args: Vec<String>,
     child: Option<Child>,
     launches: u32,
-    /// Ports of the QUIC and WebSocket listeners (enabled when the run tests them).
-    quic_port: u16,
-    websocket_port: u16,
+    /// Ports of the QUIC, WebSocket and HTTP listeners (enabled when the run tests them).
+    ports: transport::ListenerPorts,
 }
 
 impl TestServer {
@@ -124,18 +124,24 @@ impl TestServer {
     /// Like [`TestServer::start`], with extra environment variables (which override the
     /// defaults of the harness).
     pub fn start_with_env(extra_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::start_node(free_port(), extra_env, &[])
+    }
+
+    /// A server on a chosen TCP port with extra environment and arguments (a cluster node:
+    /// its roster names every node's ports before any starts).
+    pub fn start_node(tcp_port: u16, extra_env: &[(&str, &str)], extra_args: &[&str]) -> anyhow::Result<Self> {
         let root = tempfile::Builder::new().prefix("rill-test-").tempdir()?;
         std::fs::create_dir_all(root.path().join("data"))?;
-        let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let address = SocketAddr::from(([127, 0, 0, 1], tcp_port));
         let mut server = TestServer {
             binary: server_binary(),
             root,
             address,
             extra_env: extra_env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
             child: None,
             launches: 0,
-            quic_port: free_port(),
-            websocket_port: free_port(),
+            ports: transport::ListenerPorts { quic: free_port(), websocket: free_port(), http: free_port() },
         };
         server.launch()?;
         Ok(server)
@@ -256,6 +262,7 @@ impl TestServer {
         let mut command = Command::new(&self.binary);
         command
             .arg("--with-default-root-credentials")
+            .args(&self.extra_args)
             .current_dir(self.root.path())
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -266,9 +273,7 @@ impl TestServer {
             }
         }
         command.env("IGGY_SYSTEM_PATH", self.data_dir()).env("IGGY_TCP_ADDRESS", self.address.to_string());
-        for (key, value) in
-            transport::server_env(&self.address.to_string(), &self.data_dir(), self.quic_port, self.websocket_port)
-        {
+        for (key, value) in transport::server_env(&self.address.to_string(), &self.data_dir(), self.ports) {
             command.env(key, value);
         }
         // RILL_TEST_SHARDS=N runs the whole suite against N shards; unpinned, so N may
@@ -393,9 +398,18 @@ pub fn named(value: &str) -> Identifier {
 }
 
 /// The Iggy error code of a call that must fail; panics with context if it succeeded.
+/// Over HTTP the code travels in the JSON error document (`{"id": code, ...}`), which the
+/// client hands back as the error's text.
 pub fn error_code<T: std::fmt::Debug>(result: Result<T, IggyError>, what: &str) -> u32 {
     match result {
         Ok(value) => panic!("{what}: expected an error, got Ok({value:?})"),
+        Err(IggyError::HttpResponseError(_, reason) | IggyError::ResourceNotFound(reason))
+            if !transport::is_binary() =>
+        {
+            let document: serde_json::Value = serde_json::from_str(&reason)
+                .unwrap_or_else(|error| panic!("{what}: error body is not JSON ({error}): {reason}"));
+            document["id"].as_u64().unwrap_or_else(|| panic!("{what}: no error id in {reason}")) as u32
+        }
         Err(error) => error.as_code(),
     }
 }
@@ -472,7 +486,11 @@ pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str)
     assert_eq!(got.user_headers.as_deref(), sent.user_headers.as_deref(), "{context}: user headers bytes");
     assert_eq!(got.header.payload_length, sent.header.payload_length, "{context}: payload length");
     assert_eq!(got.header.user_headers_length, sent.header.user_headers_length, "{context}: user headers length");
-    assert_eq!(got.header.origin_timestamp, sent.header.origin_timestamp, "{context}: origin timestamp");
+    // The HTTP API carries no origin timestamp (the SDK sends id, payload and headers), so
+    // the server stamps its own; every binary transport must keep the producer's.
+    if transport::is_binary() {
+        assert_eq!(got.header.origin_timestamp, sent.header.origin_timestamp, "{context}: origin timestamp");
+    }
 }
 
 /// Polls one partition from offset 0 until the server returns nothing more, and checks

@@ -1,5 +1,5 @@
 //! Which transport the official client uses in this test run: `RILL_TEST_TRANSPORT` =
-//! `tcp` (default), `tcp-tls`, `quic` or `websocket`. The same test bodies then run over
+//! `tcp` (default), `tcp-tls`, `quic`, `websocket` or `http`. The same test bodies then run over
 //! each transport; the server always keeps plain TCP too, for raw-socket tests.
 
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ pub enum TestTransport {
     TcpTls,
     Quic,
     WebSocket,
+    Http,
 }
 
 /// The transport of this test process.
@@ -22,6 +23,7 @@ pub fn current() -> TestTransport {
         Ok("tcp-tls") => TestTransport::TcpTls,
         Ok("quic") => TestTransport::Quic,
         Ok("websocket") => TestTransport::WebSocket,
+        Ok("http") => TestTransport::Http,
         _ => TestTransport::Tcp,
     }
 }
@@ -31,6 +33,7 @@ pub fn current() -> TestTransport {
 struct Endpoints {
     quic: String,
     websocket: String,
+    http: String,
     certificate: PathBuf,
 }
 
@@ -38,15 +41,18 @@ static ENDPOINTS: Mutex<BTreeMap<String, Endpoints>> = Mutex::new(BTreeMap::new(
 
 /// Environment for a server on `tcp_address`: the transport under test enabled on free
 /// ports, the others off.
-pub fn server_env(tcp_address: &str, data_dir: &Path, quic_port: u16, websocket_port: u16) -> Vec<(String, String)> {
+pub fn server_env(tcp_address: &str, data_dir: &Path, ports: ListenerPorts) -> Vec<(String, String)> {
+    let ListenerPorts { quic: quic_port, websocket: websocket_port, http: http_port } = ports;
     let transport = current();
     let endpoints = Endpoints {
         quic: format!("127.0.0.1:{quic_port}"),
         websocket: format!("127.0.0.1:{websocket_port}"),
+        http: format!("127.0.0.1:{http_port}"),
         certificate: data_dir.join("runtime/certs/self_signed_cert.pem"),
     };
     let mut env = vec![
-        ("IGGY_HTTP_ENABLED".to_owned(), "false".to_owned()),
+        ("IGGY_HTTP_ENABLED".to_owned(), (transport == TestTransport::Http).to_string()),
+        ("IGGY_HTTP_ADDRESS".to_owned(), endpoints.http.clone()),
         ("IGGY_QUIC_ENABLED".to_owned(), (transport == TestTransport::Quic).to_string()),
         ("IGGY_QUIC_ADDRESS".to_owned(), endpoints.quic.clone()),
         ("IGGY_WEBSOCKET_ENABLED".to_owned(), (transport == TestTransport::WebSocket).to_string()),
@@ -57,6 +63,20 @@ pub fn server_env(tcp_address: &str, data_dir: &Path, quic_port: u16, websocket_
     }
     ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner()).insert(tcp_address.to_owned(), endpoints);
     env
+}
+
+/// Ports for the listeners besides TCP.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenerPorts {
+    pub quic: u16,
+    pub websocket: u16,
+    pub http: u16,
+}
+
+/// Whether this run's client speaks the binary protocol (everything but HTTP). Tests of
+/// binary-only behaviour (raw frames, sessions bound to a connection) check it.
+pub fn is_binary() -> bool {
+    current() != TestTransport::Http
 }
 
 fn endpoints(tcp_address: &str) -> Option<Endpoints> {
@@ -110,6 +130,16 @@ pub fn client_for(config: TcpClientConfig) -> Result<ClientWrapper, IggyError> {
             ws.reconnection.interval = reconnection.interval;
             ClientWrapper::WebSocket(WebSocketClient::create(Arc::new(ws))?)
         }
+        TestTransport::Http => {
+            let http = HttpClientConfig {
+                api_url: format!("http://{}", endpoints.http),
+                // A refused request is an answer to assert on, not something to retry.
+                retries: 0,
+                heartbeat_interval: config.heartbeat_interval,
+                ..HttpClientConfig::default()
+            };
+            ClientWrapper::Http(HttpClient::create(Arc::new(http))?)
+        }
     })
 }
 
@@ -119,5 +149,6 @@ pub fn client_transport_name() -> &'static str {
         TestTransport::Tcp | TestTransport::TcpTls => "TCP",
         TestTransport::Quic => "QUIC",
         TestTransport::WebSocket => "WebSocket",
+        TestTransport::Http => "HTTP",
     }
 }

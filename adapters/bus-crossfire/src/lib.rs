@@ -10,7 +10,8 @@ use crossfire::mpsc::{self, Array};
 use crossfire::oneshot::{self, TxOneshot};
 use crossfire::{AsyncRx, MAsyncTx};
 use rill_application::ports::bus::ConnectionKind;
-use rill_application::ports::{ConnectionHandoff, ShardBus, ShardReply, ShardRequest};
+use rill_application::ports::{ConnectionHandoff, Gateway, ShardBus, ShardReply, ShardRequest};
+use rill_domain::wire::encode::EncodedRequest;
 
 /// What a shard's inbox receives.
 pub enum Envelope {
@@ -98,5 +99,28 @@ impl ShardBus for CrossfireBus {
             return Err(rill_application::ports::bus::unavailable());
         }
         rx.await.unwrap_or_else(|_| Err(rill_application::ports::bus::unavailable()))
+    }
+}
+
+/// The gateway for transports outside the shards: each request goes to the next shard in
+/// turn, which runs it like a binary request (forwarding metadata to shard 0 and
+/// partition operations to their owners as usual).
+pub struct CrossfireGateway {
+    bus: CrossfireBus,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl CrossfireGateway {
+    pub fn new(bus: CrossfireBus) -> Self {
+        Self { bus, next: std::sync::atomic::AtomicU64::new(0) }
+    }
+}
+
+#[async_trait::async_trait]
+impl Gateway for CrossfireGateway {
+    async fn execute(&self, user_id: u32, request: EncodedRequest) -> ShardReply {
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let shard = (turn % u64::from(self.bus.shard_count())) as u16;
+        self.bus.call(shard, ShardRequest::Execute { user_id, request }).await
     }
 }

@@ -11,16 +11,18 @@ use rill_domain::metadata::Metadata;
 #[derive(Clone, Default)]
 struct View(Metadata);
 
-/// One committed operation, as journaled.
-struct Committed {
-    operation: u8,
-    timestamp: u64,
-    body: Vec<u8>,
+/// One committed operation, as journaled, or a whole new state.
+enum Committed {
+    Op { operation: u8, timestamp: u64, body: Vec<u8> },
+    Replace(Metadata),
 }
 
 impl Absorb<Committed> for View {
     fn absorb_first(&mut self, op: &mut Committed, _other: &Self) {
-        apply_committed(&mut self.0, op.operation, op.timestamp, &op.body);
+        match op {
+            Committed::Op { operation, timestamp, body } => apply_committed(&mut self.0, *operation, *timestamp, body),
+            Committed::Replace(metadata) => self.0 = metadata.clone(),
+        }
     }
 
     fn sync_with(&mut self, first: &Self) {
@@ -58,7 +60,12 @@ pub fn new(metadata: Metadata) -> (LeftRightPublisher, ReaderFactory) {
 
 impl MetadataPublish for LeftRightPublisher {
     fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]) {
-        self.write.append(Committed { operation, timestamp, body: body.to_vec() });
+        self.write.append(Committed::Op { operation, timestamp, body: body.to_vec() });
+        self.write.publish();
+    }
+
+    fn replace(&mut self, metadata: &Metadata) {
+        self.write.append(Committed::Replace(metadata.clone()));
         self.write.publish();
     }
 }

@@ -29,4 +29,8 @@ impl MetadataPublish for SimMetadata {
     fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]) {
         apply_committed(&mut self.metadata.borrow_mut(), operation, timestamp, body);
     }
+
+    fn replace(&mut self, metadata: &Metadata) {
+        *self.metadata.borrow_mut() = metadata.clone();
+    }
 }

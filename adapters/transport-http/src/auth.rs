@@ -9,7 +9,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rill_application::login;
-use rill_application::ports::MetadataRead;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -31,7 +30,7 @@ pub fn error(status: StatusCode, id: u32, code: &str, reason: &str) -> Response 
     (status, Json(json!({ "id": id, "code": code, "reason": reason, "field": null }))).into_response()
 }
 
-fn identity<M>(state: &HttpState<M>, user_id: u32) -> Response {
+fn identity(state: &HttpState, user_id: u32) -> Response {
     match state.jwt.issue(user_id) {
         Ok((token, expiry)) => {
             Json(json!({ "user_id": user_id, "access_token": { "token": token, "expiry": expiry } })).into_response()
@@ -40,10 +39,7 @@ fn identity<M>(state: &HttpState<M>, user_id: u32) -> Response {
     }
 }
 
-pub async fn login<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    Json(request): Json<LoginRequest>,
-) -> Response {
+pub async fn login(State(state): State<Arc<HttpState>>, Json(request): Json<LoginRequest>) -> Response {
     let check = state.read(|m| login::password_check(m, &request.username));
     let (hash, password) = (check.hash.clone(), request.password.clone());
     let delay = std::time::Duration::from_micros(state.shared.config.security.login_failure_delay_us);
@@ -51,24 +47,18 @@ pub async fn login<M: MetadataRead + Send + 'static>(
         tokio::task::spawn_blocking(move || login::verify_slowly(&hash, &password, delay)).await.unwrap_or(false);
     match login::conclude(&state.shared.login_guard, &request.username, &check, verified, now_us()) {
         Ok(user_id) => identity(&state, user_id),
-        Err(_) => error(StatusCode::UNAUTHORIZED, 42, "invalid_credentials", "invalid credentials"),
+        Err(_) => error(StatusCode::BAD_REQUEST, 42, "invalid_credentials", "invalid credentials"),
     }
 }
 
-pub async fn login_with_token<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    Json(request): Json<TokenRequest>,
-) -> Response {
+pub async fn login_with_token(State(state): State<Arc<HttpState>>, Json(request): Json<TokenRequest>) -> Response {
     match state.pat_user(&request.token) {
         Some(user_id) => identity(&state, user_id),
         None => error(StatusCode::UNAUTHORIZED, 53, "invalid_personal_access_token", "invalid personal access token"),
     }
 }
 
-pub async fn refresh<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    Json(request): Json<TokenRequest>,
-) -> Response {
+pub async fn refresh(State(state): State<Arc<HttpState>>, Json(request): Json<TokenRequest>) -> Response {
     match state.jwt.verify(&request.token) {
         Some(user_id) if state.active(user_id) => {
             state.jwt.revoke(&request.token);
@@ -78,17 +68,14 @@ pub async fn refresh<M: MetadataRead + Send + 'static>(
     }
 }
 
-pub async fn logout<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    headers: HeaderMap,
-) -> Response {
+pub async fn logout(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     match bearer(&headers) {
         Some(token) if state.jwt.revoke(token) => StatusCode::NO_CONTENT.into_response(),
         _ => error(StatusCode::UNAUTHORIZED, 78, "invalid_access_token", "invalid access token"),
     }
 }
 
-impl<M: MetadataRead> HttpState<M> {
+impl HttpState {
     /// The active user a personal access token belongs to, unless it expired.
     pub(crate) fn pat_user(&self, token: &str) -> Option<u32> {
         self.read(|m| login::token_user(m, token, now_us()).ok())

@@ -1,43 +1,71 @@
 //! The HTTP transport on axum. It runs on its own thread with a single-threaded tokio
-//! runtime (axum's home), beside the shards, and reads what it serves lock-free: the
-//! shared partition table and memory pool, and a metadata reader of its own.
+//! runtime (axum's home), beside the shards. Reads for authentication and metrics use the
+//! shared state and a metadata reader of its own, lock-free; every resource request is
+//! encoded as the binary command and executed by a shard through the gateway port, so
+//! REST and binary clients share one decoder, authorization and journal.
 //!
-//! Routes so far: `GET /ping`; login by password or personal access token, token refresh
-//! and logout (JWTs); `GET /metrics` (Prometheus text) and `GET /stats` (JSON) for a bearer
-//! JWT or personal access token of a user with read_servers.
+//! Routes: the REST table the 0.11 SDK's HTTP client uses (streams, topics, partitions,
+//! segments, messages, consumer offsets and groups, users, personal access tokens,
+//! clients, stats, cluster metadata), JWT login/refresh/logout, `/ping` and `/metrics`.
 
+mod api;
 mod auth;
 mod jwt;
+mod messages;
 mod metrics;
+mod permissions;
+mod replies;
+mod resources;
+mod serve;
+mod system;
+mod users;
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use rill_application::Shared;
-use rill_application::ports::MetadataRead;
-use rill_domain::permissions::Access;
+use rill_application::ports::{Gateway, MetadataRead};
+use rill_domain::metadata::Metadata;
 
-/// What every handler reads.
-pub struct HttpState<M> {
-    shared: Arc<Shared>,
-    metadata: Mutex<M>,
-    jwt: jwt::Jwt,
+pub use serve::{CorsSettings, TlsConfig, check_cors};
+
+/// A metadata reader behind a trait object, so handlers need no type parameter.
+trait ReadMetadata: Send {
+    fn visit(&self, f: &mut dyn FnMut(&Metadata));
 }
 
-/// JWT settings: the signing secret (empty: made once and kept in the data directory) and
-/// the access-token lifetime.
+impl<M: MetadataRead + Send> ReadMetadata for M {
+    fn visit(&self, f: &mut dyn FnMut(&Metadata)) {
+        self.read(|metadata| f(metadata));
+    }
+}
+
+/// What every handler reads.
+pub struct HttpState {
+    shared: Arc<Shared>,
+    metadata: Mutex<Box<dyn ReadMetadata>>,
+    jwt: jwt::Jwt,
+    gateway: Arc<dyn Gateway>,
+}
+
+/// HTTP settings: JWT (the signing secret, empty: made once and kept in the data
+/// directory; token lifetime and clock skew), CORS, the request size cap, and TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpSettings {
     pub jwt_secret: String,
     pub access_token_lifetime_s: u64,
     pub clock_skew_s: u64,
+    pub max_request_size_bytes: usize,
+    pub cors: CorsSettings,
 }
 
-/// Wall-clock microseconds, for token expiry checks.
+/// Wall-clock microseconds, for token expiry checks and batch timestamps.
 pub(crate) fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
@@ -47,30 +75,17 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
-impl<M: MetadataRead> HttpState<M> {
-    fn read<R>(&self, f: impl FnOnce(&rill_domain::metadata::Metadata) -> R) -> R {
-        self.metadata.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).read(f)
-    }
-
-    /// The user a bearer token (a JWT from login, or a personal access token) belongs to,
-    /// if that user holds `access`.
-    fn authorize(&self, headers: &HeaderMap, access: Access) -> Result<u32, Box<Response>> {
-        let unauthorized = || {
-            Box::new(
-                (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "missing or invalid token\n")
-                    .into_response(),
-            )
-        };
-        let token = bearer(headers).ok_or_else(unauthorized)?;
-        let user_id = self
-            .jwt
-            .verify(token)
-            .filter(|&id| self.active(id))
-            .or_else(|| self.pat_user(token))
-            .ok_or_else(unauthorized)?;
-        let allowed =
-            self.read(|m| m.user(user_id).and_then(|u| u.permissions.as_ref()).is_some_and(|p| p.allows(access)));
-        if allowed { Ok(user_id) } else { Err(Box::new((StatusCode::FORBIDDEN, "forbidden\n").into_response())) }
+impl HttpState {
+    fn read<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
+        let reader = self.metadata.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut f = Some(f);
+        let mut out = None;
+        reader.visit(&mut |metadata| {
+            if let Some(f) = f.take() {
+                out = Some(f(metadata));
+            }
+        });
+        out.expect("a metadata reader always visits once")
     }
 }
 
@@ -78,25 +93,99 @@ async fn ping() -> &'static str {
     "pong"
 }
 
-async fn metrics_route<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(response) = state.authorize(&headers, Access::ReadServers) {
-        return *response;
+/// `/metrics` for a user with read_servers: Prometheus text.
+async fn metrics_route(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    let user_id = match state.authenticate(&headers) {
+        Ok(user_id) => user_id,
+        Err(error) => return error.into_response(),
+    };
+    let allowed = state.read(|m| m.user_allows(user_id, rill_domain::permissions::Access::ReadServers));
+    if !allowed {
+        return api::ApiError::Code(rill_domain::error::ErrorCode::Unauthorized).into_response();
     }
     let body = state.read(|m| metrics::render(m, &state.shared));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-async fn stats_route<M: MetadataRead + Send + 'static>(
-    State(state): State<Arc<HttpState<M>>>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(response) = state.authorize(&headers, Access::ReadServers) {
-        return *response;
+/// Records each request's latency under its matched route (never the raw path).
+async fn record_latency(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map(|path| format!("{} {}", request.method(), path.as_str()));
+    let started = Instant::now();
+    let response = next.run(request).await;
+    if let Some(route) = route {
+        state.shared.latency.record_http(&route, started.elapsed().as_micros() as u64);
     }
-    axum::Json(state.read(|m| metrics::stats(m, &state.shared))).into_response()
+    response
+}
+
+fn resource_routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route("/streams", get(resources::get_streams).post(resources::create_stream))
+        .route(
+            "/streams/{stream}",
+            get(resources::get_stream).put(resources::update_stream).delete(resources::delete_stream),
+        )
+        .route("/streams/{stream}/purge", delete(resources::purge_stream))
+        .route("/streams/{stream}/topics", get(resources::get_topics).post(resources::create_topic))
+        .route(
+            "/streams/{stream}/topics/{topic}",
+            get(resources::get_topic).put(resources::update_topic).delete(resources::delete_topic),
+        )
+        .route("/streams/{stream}/topics/{topic}/purge", delete(resources::purge_topic))
+        .route(
+            "/streams/{stream}/topics/{topic}/partitions",
+            post(resources::create_partitions).delete(resources::delete_partitions),
+        )
+        .route("/streams/{stream}/topics/{topic}/partitions/{partition}", delete(resources::delete_segments))
+        .route(
+            "/streams/{stream}/topics/{topic}/consumer-groups",
+            get(resources::get_groups).post(resources::create_group),
+        )
+        .route(
+            "/streams/{stream}/topics/{topic}/consumer-groups/{group}",
+            get(resources::get_group).delete(resources::delete_group),
+        )
+        .route("/streams/{stream}/topics/{topic}/messages", get(messages::poll).post(messages::send))
+        .route("/streams/{stream}/topics/{topic}/messages/flush/{partition}/{fsync}", get(messages::flush))
+        .route(
+            "/streams/{stream}/topics/{topic}/consumer-offsets",
+            get(messages::get_offset).put(messages::store_offset),
+        )
+        .route("/streams/{stream}/topics/{topic}/consumer-offsets/{consumer}", delete(messages::delete_offset))
+}
+
+fn account_routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route("/users", get(users::get_users).post(users::create_user))
+        .route("/users/login", post(auth::login))
+        .route("/users/refresh-token", post(auth::refresh))
+        .route("/users/logout", delete(auth::logout))
+        .route("/users/{user}", get(users::get_user).put(users::update_user).delete(users::delete_user))
+        .route("/users/{user}/password", put(users::change_password))
+        .route("/users/{user}/permissions", put(users::update_permissions))
+        .route("/personal-access-tokens", get(users::get_tokens).post(users::create_token))
+        .route("/personal-access-tokens/login", post(auth::login_with_token))
+        .route("/personal-access-tokens/{name}", delete(users::delete_token))
+}
+
+/// The whole route table, with latency recording, the body cap and CORS.
+fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
+    let app = Router::new()
+        .route("/ping", get(ping))
+        .route("/metrics", get(metrics_route))
+        .route("/stats", get(system::stats))
+        .route("/clients", get(system::clients))
+        .route("/clients/{client}", get(system::client))
+        .route("/cluster/metadata", get(system::cluster))
+        .merge(resource_routes())
+        .merge(account_routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), record_latency))
+        .layer(axum::extract::DefaultBodyLimit::max(settings.max_request_size_bytes))
+        .with_state(state);
+    match serve::cors_layer(&settings.cors) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
 }
 
 /// Binds the HTTP listener; a taken port fails with a message naming the transport.
@@ -107,43 +196,35 @@ pub fn bind(address: &str) -> std::io::Result<std::net::TcpListener> {
     Ok(listener)
 }
 
-/// Serves `listener` on a new thread. `reader` makes that thread's metadata reader.
+/// Serves `listener` on a new thread, over TLS when `tls` is given. `reader` makes that
+/// thread's metadata reader; `gateway` runs requests on the shards.
 pub fn spawn<M, F>(
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
     settings: HttpSettings,
+    tls: Option<TlsConfig>,
+    gateway: Arc<dyn Gateway>,
     reader: F,
 ) -> std::io::Result<()>
 where
     M: MetadataRead + Send + 'static,
     F: FnOnce() -> M + Send + 'static,
 {
+    serve::check_cors(&settings.cors).map_err(std::io::Error::other)?;
     let secret = jwt::load_secret(&settings.jwt_secret, &shared.config.data_path)?;
     let jwt = jwt::Jwt::new(&secret, settings.access_token_lifetime_s, settings.clock_skew_s)
         .map_err(std::io::Error::other)?;
     std::thread::Builder::new().name("rill-http".into()).spawn(move || {
-        let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
             Ok(runtime) => runtime,
             Err(error) => return tracing::error!(%error, "cannot start the http runtime"),
         };
         runtime.block_on(async move {
-            let state = Arc::new(HttpState { shared, metadata: Mutex::new(reader()), jwt });
-            let app = Router::new()
-                .route("/ping", get(ping))
-                .route("/users/login", post(auth::login::<M>))
-                .route("/users/refresh-token", post(auth::refresh::<M>))
-                .route("/users/logout", delete(auth::logout::<M>))
-                .route("/personal-access-tokens/login", post(auth::login_with_token::<M>))
-                .route("/metrics", get(metrics_route::<M>))
-                .route("/stats", get(stats_route::<M>))
-                .with_state(state);
-            match tokio::net::TcpListener::from_std(listener) {
-                Ok(listener) => {
-                    if let Err(error) = axum::serve(listener, app).await {
-                        tracing::error!(%error, "http transport stopped");
-                    }
-                }
-                Err(error) => tracing::error!(%error, "cannot serve http"),
+            let metadata: Mutex<Box<dyn ReadMetadata>> = Mutex::new(Box::new(reader()));
+            let state = Arc::new(HttpState { shared, metadata, jwt, gateway });
+            let app = router(state, &settings);
+            if let Err(error) = serve::run(listener, app, tls).await {
+                tracing::error!(%error, "http transport stopped");
             }
         });
     })?;

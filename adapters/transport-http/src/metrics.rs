@@ -1,9 +1,10 @@
 //! Prometheus text and the stats document: resource counts, per-partition message and
-//! byte counters, connected clients, and the memory pool's use.
+//! byte counters, connected clients, the memory pool's use, and request latency histograms.
 
 use std::fmt::Write;
 
 use rill_application::Shared;
+use rill_application::latency::BUCKET_BOUNDS_US;
 use rill_domain::Namespace;
 use rill_domain::metadata::Metadata;
 
@@ -108,5 +109,27 @@ pub fn render(metadata: &Metadata, shared: &Shared) -> String {
     for line in &partitions {
         let _ = writeln!(out, "rill_partition_size_bytes{{{}}} {}", line.labels, line.size_bytes);
     }
+    render_latency(&mut out, shared);
     out
+}
+
+/// `rill_request_duration_seconds`: one histogram per binary command and per HTTP route.
+fn render_latency(out: &mut String, shared: &Shared) {
+    let _ = writeln!(
+        out,
+        "# HELP rill_request_duration_seconds Time to serve a request, by transport family and request.\n\
+         # TYPE rill_request_duration_seconds histogram"
+    );
+    for (transport, request, histogram) in shared.latency.snapshot() {
+        let labels = format!("transport=\"{transport}\",request=\"{}\"", request.replace('"', "'"));
+        for (bound_us, count) in BUCKET_BOUNDS_US.iter().zip(&histogram.cumulative) {
+            let le = *bound_us as f64 / 1e6;
+            let _ = writeln!(out, "rill_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {count}");
+        }
+        let total = histogram.cumulative.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "rill_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}");
+        let sum = histogram.sum_us as f64 / 1e6;
+        let _ = writeln!(out, "rill_request_duration_seconds_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "rill_request_duration_seconds_count{{{labels}}} {total}");
+    }
 }

@@ -9,6 +9,7 @@
 use rill_domain::Namespace;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::PollingStrategy;
+use rill_domain::wire::encode::EncodedRequest;
 
 use crate::partition::{ConsumerKey, PartitionSettings};
 
@@ -66,6 +67,11 @@ pub enum ShardRequest {
     },
     /// Flush every partition the shard owns (shutdown).
     FlushAll,
+    /// A request from a connectionless gateway (HTTP), run for a user it authenticated.
+    Execute {
+        user_id: u32,
+        request: EncodedRequest,
+    },
 }
 
 /// A reply body on success, or the error code to put on the wire.

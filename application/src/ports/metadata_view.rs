@@ -14,6 +14,10 @@ pub trait MetadataPublish {
     /// Applies a committed operation (journaled as `operation`, `timestamp`, `body`) to the
     /// readers' copies and makes it visible.
     fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]);
+
+    /// Replaces the readers' copies with `metadata` whole (after a state transfer, when no
+    /// op-by-op history exists to publish).
+    fn replace(&mut self, metadata: &Metadata);
 }
 
 /// Applies a journaled operation to a metadata copy. The operation was validated when it

@@ -2,16 +2,20 @@
 
 pub mod bus;
 pub mod clock;
+pub mod gateway;
 pub mod metadata_view;
 pub mod offload;
 pub mod pinning;
+pub mod replica_network;
 pub mod storage;
 
 pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
+pub use gateway::Gateway;
 pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;
+pub use replica_network::ReplicaNetwork;
 pub use storage::{Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.

@@ -1,6 +1,7 @@
-//! Metadata mutations. Any shard accepts them; shard 0 alone commits them: apply to the
-//! authoritative copy, journal with fsync, publish to every shard's reader, then open,
-//! purge or remove partitions on their owners. The client is answered after all of it.
+//! Metadata mutations. Any shard accepts them; shard 0 alone commits them through the
+//! replica (journal with fsync, a quorum in a cluster), publishes them to every shard's
+//! reader, then opens, purges or removes partitions on their owners. The client is
+//! answered after all of it.
 
 use std::sync::atomic::Ordering;
 
@@ -10,9 +11,9 @@ use rill_domain::metadata::{Applied, Metadata};
 use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response;
 
-use super::{System, fatal, queries};
+use super::{System, queries};
 use crate::partition::PartitionSettings;
-use crate::ports::{Env, MetadataPublish, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 
 impl<E: Env> System<E> {
     /// Runs one metadata operation from a client; returns the result-framed reply body.
@@ -29,50 +30,41 @@ impl<E: Env> System<E> {
         let Some(writer) = &self.writer else {
             return Err(ErrorCode::InvalidCommand);
         };
-        let mut reader = rill_domain::wire::reader::Reader::new(body);
-        let Ok(Some(op)) = MetadataOp::decode(operation, &mut reader) else {
-            return Err(ErrorCode::InvalidFormat);
-        };
-        let mut journal = writer.journal.lock().await;
-        let timestamp = self.now_us();
-        let applied = writer.metadata.borrow_mut().apply(&op, timestamp)?;
-        match journal.append(timestamp, operation, body).await {
-            Ok(op_number) => self.shared.set_commit(op_number),
-            Err(error) => fatal(&format!("cannot append to the metadata journal: {error}")),
-        }
-        writer.publisher.borrow_mut().publish(operation, timestamp, body);
-        if let Err(error) = self.reflect(&applied).await {
-            fatal(&format!("cannot apply {applied:?} to storage: {error}"));
-        }
-        drop(journal);
+        // Committed, published and mirrored in storage by the time it returns.
+        let applied = self.replicate(operation, body, self.now_us()).await?.result?;
         let mut out = Vec::new();
         response::result_ok(&mut out);
-        let metadata = writer.metadata.borrow();
+        writer.metadata(|metadata| self.created_reply(&mut out, metadata, operation, applied));
+        Ok(out)
+    }
+
+    /// The details a create returns after the result section.
+    fn created_reply(&self, out: &mut Vec<u8>, metadata: &Metadata, operation: u8, applied: Applied) {
+        let out = &mut *out;
         match applied {
             Applied::StreamCreated { stream_id } => {
-                queries::encode_stream_details(&mut out, &metadata, &self.shared, stream_id)
+                queries::encode_stream_details(out, metadata, &self.shared, stream_id)
             }
             Applied::TopicCreated { stream_id, topic_id } => {
-                queries::encode_topic_details(&mut out, &metadata, &self.shared, stream_id, topic_id)
+                queries::encode_topic_details(out, metadata, &self.shared, stream_id, topic_id)
             }
             Applied::GroupCreated { stream_id, topic_id, group_id } => queries::encode_group_details(
-                &mut out,
-                &metadata,
+                out,
+                metadata,
                 &self.shared,
                 crate::groups::GroupKey { stream_id, topic_id, group_id },
             ),
             Applied::UserChanged { user_id } if operation == rill_domain::wire::codes::operation::INSERT_USER => {
                 if let Some(user) = metadata.user(user_id) {
-                    response::user_details(&mut out, user);
+                    response::user_details(out, user);
                 }
             }
             _ => {}
         }
-        Ok(out)
     }
 
     /// Mirrors an applied operation in partition storage, on the owning shards.
-    async fn reflect(&self, applied: &Applied) -> std::io::Result<()> {
+    pub(super) async fn reflect(&self, applied: &Applied) -> std::io::Result<()> {
         let every = |stream_id: u32, topic_id: Option<u32>| {
             self.namespaces(|ns| ns.stream_id() == stream_id && topic_id.is_none_or(|t| ns.topic_id() == t))
         };
@@ -123,7 +115,7 @@ impl<E: Env> System<E> {
     }
 
     fn writer_metadata<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
-        f(&self.writer.as_ref().expect("only shard 0 commits metadata").metadata.borrow())
+        self.writer.as_ref().expect("only shard 0 commits metadata").metadata(f)
     }
 
     /// Every registered partition matching `keep`, across all shards.

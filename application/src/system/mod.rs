@@ -10,6 +10,7 @@ mod messages;
 mod metadata_ops;
 mod partitions;
 mod queries;
+mod replication;
 mod users;
 
 use std::cell::{Cell, RefCell};
@@ -25,11 +26,12 @@ use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response::NodePorts;
 
 pub use clients::{ClientEntry, ClientRegistry, Transport};
+pub use replication::{MetadataWriter, ReplicaRole};
 
 use crate::credentials::RootSeed;
-use crate::journal::{JournalError, MetadataJournal};
 use crate::partition::PartitionLog;
 use crate::ports::{Clock, Env, MetadataRead, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::replication::{JournalError, Membership, Replication};
 use crate::shared::{PartitionStats, Shared};
 
 /// What the server needs to know that is not in its data directory.
@@ -42,6 +44,10 @@ pub struct SystemConfig {
     pub ports: NodePorts,
     pub host: HostInfo,
     pub security: SecurityConfig,
+    /// This node's replica id and the cluster's size (one node by default).
+    pub membership: Membership,
+    /// Each roster node's client address and ports, by replica id (empty on one node).
+    pub cluster_nodes: Vec<(String, NodePorts)>,
 }
 
 /// Limits of logins, sessions, tokens and consumer groups.
@@ -98,46 +104,70 @@ fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Star
 }
 
 /// What shard 0 recovers from the data directory before any shard starts.
-pub struct Recovered<F> {
-    pub metadata: Metadata,
-    pub journal: MetadataJournal<F>,
+pub struct Recovered<S: Storage> {
+    pub replication: Replication<S>,
+    /// Effects of opening the replica (messages to peers), carried out once shard 0 serves.
+    pub pending: Vec<rill_domain::vsr::Effect>,
     /// Whether the root account was created now (its generated password is shown once).
     pub root_created: bool,
 }
 
-/// Replays the metadata journal; on first start, commits the root account (id 0) from the
-/// seed, with its password hashed.
+impl<S: Storage> Recovered<S> {
+    pub fn metadata(&self) -> Metadata {
+        self.replication.metadata()
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.replication.commit()
+    }
+}
+
+/// The client id the start-up path commits the root account with; every running node
+/// uses a random one of its own.
+const BOOTSTRAP_CLIENT: u128 = 1;
+
+/// Opens the metadata replica from `metadata/` (journal, superblock, checkpoint). On a
+/// single node whose metadata has no user, commits the root account (id 0) from the seed
+/// as an `InsertUser` op carrying an Argon2id hash; a cluster's primary does it once the
+/// cluster runs (`System::ensure_root_user`).
 pub async fn recover<S: Storage>(
     storage: &S,
     config: &SystemConfig,
     now_us: u64,
-) -> Result<Recovered<S::File>, StartError> {
+    seed: u64,
+) -> Result<Recovered<S>, StartError> {
     let metadata_dir = config.data_path.join("metadata");
-    let (mut journal, entries) = MetadataJournal::open(storage, &metadata_dir).await?;
-    let mut metadata = Metadata::default();
-    for entry in &entries {
-        let mut reader = rill_domain::wire::reader::Reader::new(&entry.body);
-        let Ok(Some(op)) = MetadataOp::decode(entry.operation, &mut reader) else {
-            return Err(StartError::Replay { op: entry.op, code: ErrorCode::InvalidFormat });
-        };
-        metadata.apply(&op, entry.timestamp).map_err(|code| StartError::Replay { op: entry.op, code })?;
-    }
+    let (replication, opened) = Replication::open(storage, &metadata_dir, config.membership, seed).await?;
+    // Ops committed while opening are already in the state every view starts from: only
+    // what concerns peers is left for later.
+    let pending = replication.without_commits(opened);
     // The decoy hash that unknown usernames are checked against is built now, before any
     // connection, so no login ever pays for it on an event loop.
     crate::credentials::decoy_hash();
-    let root_created = metadata.users().next().is_none();
+    let no_user = replication.metadata().users().next().is_none();
+    let root_created = no_user && !config.membership.clustered();
     if root_created {
-        let op = MetadataOp::InsertUser {
-            username: config.root.username.clone(),
-            password_hash: crate::credentials::hash_password(&config.root.password),
-            status: rill_domain::metadata::STATUS_ACTIVE,
-            permissions: Some(rill_domain::permissions::Permissions::all()),
-        };
-        let (operation, body) = op.encode_internal().expect("a journal-only operation");
-        metadata.apply(&op, now_us).map_err(|code| StartError::Replay { op: 0, code })?;
-        journal.append(now_us, operation, &body).await.map_err(io_context("journaling the root user"))?;
+        let (operation, body) = root_user_op(config);
+        let mut effects = Vec::new();
+        replication.replica.borrow_mut().on_request(now_us, BOOTSTRAP_CLIENT, 1, operation, body, &mut effects);
+        let effects = replication.settle(storage, effects).await.map_err(io_context("journaling the root user"))?;
+        replication.without_commits(effects);
+        if replication.metadata().users().next().is_none() {
+            return Err(StartError::Replay { op: replication.commit(), code: ErrorCode::CannotDeleteUser });
+        }
     }
-    Ok(Recovered { metadata, journal, root_created })
+    Ok(Recovered { replication, pending, root_created })
+}
+
+/// The journal form of creating the root account from the seed.
+pub(crate) fn root_user_op(config: &SystemConfig) -> (u8, Vec<u8>) {
+    let op = MetadataOp::InsertUser {
+        username: config.root.username.clone(),
+        password_hash: crate::credentials::hash_password(&config.root.password),
+        status: rill_domain::metadata::STATUS_ACTIVE,
+        permissions: Some(rill_domain::permissions::Permissions::all()),
+    };
+    op.encode_internal().expect("a journal-only operation")
 }
 
 /// One partition owned by this shard: its log behind an async lock (appends, flushes and
@@ -152,27 +182,6 @@ pub struct Partition<S: Storage> {
 impl<S: Storage> Partition<S> {
     fn refresh(&self, log: &PartitionLog<S>) {
         self.stats.set(log.usage(), log.segments_count(), log.current_offset());
-    }
-}
-
-/// Shard 0's write side of the metadata.
-pub struct MetadataWriter<E: Env> {
-    metadata: RefCell<Metadata>,
-    journal: async_lock::Mutex<MetadataJournal<<E::Storage as Storage>::File>>,
-    publisher: RefCell<E::MetadataPublisher>,
-}
-
-impl<E: Env> MetadataWriter<E> {
-    pub fn new(
-        metadata: Metadata,
-        journal: MetadataJournal<<E::Storage as Storage>::File>,
-        publisher: E::MetadataPublisher,
-    ) -> Self {
-        Self {
-            metadata: RefCell::new(metadata),
-            journal: async_lock::Mutex::new(journal),
-            publisher: RefCell::new(publisher),
-        }
     }
 }
 
@@ -255,6 +264,7 @@ impl<E: Env> System<E> {
         match request {
             ShardRequest::Partition { namespace, op } => self.execute_partition(namespace, op).await,
             ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await,
+            ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, &request).await,
             ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new()).map_err(|error| {
                 tracing::error!(%error, "flushing partitions failed");
                 ErrorCode::IoError
@@ -315,6 +325,10 @@ impl<E: Env> System<E> {
 
     fn now_us(&self) -> u64 {
         self.clock.now_us()
+    }
+
+    pub(crate) fn monotonic_us(&self) -> u64 {
+        self.clock.monotonic_us()
     }
 
     /// Reads the shard's view of the committed metadata.

@@ -160,9 +160,29 @@ impl<E: Env> System<E> {
         out
     }
 
+    /// One healthy leader on a single node; in a cluster, every roster node with the role
+    /// this node's replica currently sees (the primary of its view leads).
     pub fn get_cluster_metadata(&self) -> Vec<u8> {
+        let config = &self.shared.config;
         let mut out = Vec::new();
-        response::single_node_cluster(&mut out, &self.shared.config.advertised_ip, self.shared.config.ports);
+        if !config.membership.clustered() {
+            response::single_node_cluster(&mut out, &config.advertised_ip, config.ports);
+            return out;
+        }
+        let role = self.shared.role();
+        let nodes: Vec<response::ClusterNode> = config
+            .cluster_nodes
+            .iter()
+            .enumerate()
+            .map(|(index, (ip, ports))| response::ClusterNode {
+                name: format!("rill-node-{index}"),
+                ip: ip.clone(),
+                ports: *ports,
+                role: if role.normal && role.primary as usize == index { 0 } else { 1 },
+                status: 0,
+            })
+            .collect();
+        response::cluster(&mut out, "rill-cluster", &nodes);
         out
     }
 

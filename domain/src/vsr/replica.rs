@@ -230,6 +230,12 @@ impl<S: StateMachine> Replica<S> {
         &self.state_machine
     }
 
+    /// For the caller to drain what its state machine recorded while applying (outcomes
+    /// kept beside the state); the replicated state itself must change only through commits.
+    pub fn state_machine_mut(&mut self) -> &mut S {
+        &mut self.state_machine
+    }
+
     pub fn checkpoint(&self) -> Option<&Checkpoint> {
         self.checkpoint.as_ref()
     }

@@ -74,3 +74,59 @@ pub mod operation {
         matches!(op, 1..=3 | 64..=68 | 128..=149 | 160..=162)
     }
 }
+
+/// A stable, lower-case name for a request, for metrics and logs: the NonReplicated code
+/// decides for operation 2, the operation byte for the others.
+pub fn command_name(op: u8, nr_code: u32) -> &'static str {
+    use operation as o;
+    match (op, nr_code) {
+        (o::NON_REPLICATED, code::PING) => "ping",
+        (o::NON_REPLICATED, code::GET_STATS) => "get_stats",
+        (o::NON_REPLICATED, code::GET_CLUSTER_METADATA) => "get_cluster_metadata",
+        (o::NON_REPLICATED, code::GET_ME) => "get_me",
+        (o::NON_REPLICATED, code::GET_CLIENT) => "get_client",
+        (o::NON_REPLICATED, code::GET_CLIENTS) => "get_clients",
+        (o::NON_REPLICATED, code::POLL_MESSAGES) => "poll_messages",
+        (o::NON_REPLICATED, code::FLUSH_UNSAVED_BUFFER) => "flush_unsaved_buffer",
+        (o::NON_REPLICATED, code::GET_CONSUMER_OFFSET) => "get_consumer_offset",
+        (o::NON_REPLICATED, code::GET_STREAM) => "get_stream",
+        (o::NON_REPLICATED, code::GET_STREAMS) => "get_streams",
+        (o::NON_REPLICATED, code::GET_TOPIC) => "get_topic",
+        (o::NON_REPLICATED, code::GET_TOPICS) => "get_topics",
+        (o::NON_REPLICATED, code::GET_USER) => "get_user",
+        (o::NON_REPLICATED, code::GET_USERS) => "get_users",
+        (o::NON_REPLICATED, code::GET_PERSONAL_ACCESS_TOKENS) => "get_personal_access_tokens",
+        (o::NON_REPLICATED, code::GET_CONSUMER_GROUP) => "get_consumer_group",
+        (o::NON_REPLICATED, code::GET_CONSUMER_GROUPS) => "get_consumer_groups",
+        (o::NON_REPLICATED, code::SYNC_CONSUMER_GROUP) => "sync_consumer_group",
+        (o::NON_REPLICATED, _) => "other_query",
+        (o::REGISTER, _) => "login",
+        (o::LOGOUT, _) => "logout",
+        (o::CREATE_STREAM, _) => "create_stream",
+        (o::UPDATE_STREAM, _) => "update_stream",
+        (o::DELETE_STREAM, _) => "delete_stream",
+        (o::PURGE_STREAM, _) => "purge_stream",
+        (o::CREATE_TOPIC, _) => "create_topic",
+        (o::UPDATE_TOPIC, _) => "update_topic",
+        (o::DELETE_TOPIC, _) => "delete_topic",
+        (o::PURGE_TOPIC, _) => "purge_topic",
+        (o::CREATE_PARTITIONS, _) => "create_partitions",
+        (o::DELETE_PARTITIONS, _) => "delete_partitions",
+        (o::DELETE_SEGMENTS, _) => "delete_segments",
+        (o::CREATE_CONSUMER_GROUP, _) => "create_consumer_group",
+        (o::DELETE_CONSUMER_GROUP, _) => "delete_consumer_group",
+        (o::CREATE_USER, _) => "create_user",
+        (o::UPDATE_USER, _) => "update_user",
+        (o::DELETE_USER, _) => "delete_user",
+        (o::CHANGE_PASSWORD, _) => "change_password",
+        (o::UPDATE_PERMISSIONS, _) => "update_permissions",
+        (o::CREATE_PERSONAL_ACCESS_TOKEN, _) => "create_personal_access_token",
+        (o::DELETE_PERSONAL_ACCESS_TOKEN, _) => "delete_personal_access_token",
+        (o::JOIN_CONSUMER_GROUP, _) => "join_consumer_group",
+        (o::LEAVE_CONSUMER_GROUP, _) => "leave_consumer_group",
+        (o::SEND_MESSAGES, _) => "send_messages",
+        (o::STORE_CONSUMER_OFFSET, _) => "store_consumer_offset",
+        (o::DELETE_CONSUMER_OFFSET, _) => "delete_consumer_offset",
+        _ => "other",
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod codes;
 pub mod command;
+pub mod encode;
 pub mod header;
 pub mod reader;
 pub mod response;

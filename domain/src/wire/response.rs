@@ -119,6 +119,33 @@ pub fn single_node_cluster(out: &mut Vec<u8>, ip: &str, ports: NodePorts) {
     out.put_u8(0);
 }
 
+/// One node of cluster metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    pub name: String,
+    pub ip: String,
+    pub ports: NodePorts,
+    /// 0 leader, 1 follower.
+    pub role: u8,
+    /// 0 healthy, 1 starting, 3 unreachable.
+    pub status: u8,
+}
+
+/// Cluster metadata: the cluster's name and every node with its role.
+pub fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
+    out.put_long_string(name);
+    out.put_u32(nodes.len() as u32);
+    for node in nodes {
+        out.put_long_string(&node.name);
+        out.put_long_string(&node.ip);
+        for port in [node.ports.tcp, node.ports.quic, node.ports.http, node.ports.websocket] {
+            out.put_u16(port);
+        }
+        out.put_u8(node.role);
+        out.put_u8(node.status);
+    }
+}
+
 /// One connected client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientInfo {

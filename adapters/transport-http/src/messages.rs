@@ -1,0 +1,402 @@
+//! REST routes for messages (send, poll, flush) and consumer offsets. JSON messages become
+//! the canonical binary batch on the way in, and poll replies are unpacked frame by frame
+//! on the way out (payloads and user headers in base64).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use rill_domain::batch::{self, BatchHeader};
+use rill_domain::constants::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
+use rill_domain::error::ErrorCode;
+use rill_domain::identifier::Identifier;
+use rill_domain::polling::PollingStrategy;
+use rill_domain::wire::command::{Command, Consumer, Partitioning, PollRequest};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::HttpState;
+use crate::api::{ApiError, ApiResult, body, identifier, json, no_content, topic_ref};
+use crate::replies;
+
+type Shared = State<Arc<HttpState>>;
+
+#[derive(Deserialize)]
+struct PartitioningBody {
+    kind: String,
+    #[serde(default)]
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct HeaderFieldBody {
+    kind: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct HeaderEntryBody {
+    key: HeaderFieldBody,
+    value: HeaderFieldBody,
+}
+
+/// User headers as the client sends them: a list of typed entries, or the raw block in
+/// base64 when it could not parse them itself.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum UserHeadersBody {
+    Entries(Vec<HeaderEntryBody>),
+    Raw(String),
+}
+
+#[derive(Deserialize)]
+struct MessageBody {
+    #[serde(default)]
+    id: u128,
+    payload: String,
+    #[serde(default)]
+    user_headers: Option<UserHeadersBody>,
+}
+
+#[derive(Deserialize)]
+struct SendBody {
+    partitioning: PartitioningBody,
+    messages: Vec<MessageBody>,
+}
+
+#[derive(Deserialize)]
+pub struct PollQuery {
+    consumer_id: Option<String>,
+    partition_id: Option<u32>,
+    kind: Option<String>,
+    #[serde(default)]
+    value: u64,
+    #[serde(default)]
+    count: u32,
+    #[serde(default)]
+    auto_commit: bool,
+}
+
+#[derive(Deserialize)]
+pub struct OffsetQuery {
+    consumer_id: Option<String>,
+    partition_id: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct StoreOffsetBody {
+    consumer_id: String,
+    #[serde(default)]
+    partition_id: Option<u32>,
+    offset: u64,
+}
+
+fn decode_base64(text: &str, what: &str) -> ApiResult<Vec<u8>> {
+    BASE64.decode(text).map_err(|_| ApiError::BadRequest(format!("{what} is not valid base64")))
+}
+
+const HEADER_KINDS: [&str; 15] = [
+    "raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
+    "uint128", "float32", "float64",
+];
+
+fn header_kind(name: &str) -> ApiResult<u8> {
+    HEADER_KINDS
+        .iter()
+        .position(|kind| *kind == name)
+        .map(|index| index as u8 + 1)
+        .ok_or(ApiError::Code(ErrorCode::InvalidHeaderKind))
+}
+
+/// The wire block of user headers: `[kind][len u32][key][kind][len u32][value]` per entry.
+fn user_headers(headers: &Option<UserHeadersBody>) -> ApiResult<Vec<u8>> {
+    let entries = match headers {
+        None => return Ok(Vec::new()),
+        Some(UserHeadersBody::Raw(text)) => return decode_base64(text, "user_headers"),
+        Some(UserHeadersBody::Entries(entries)) => entries,
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        for field in [&entry.key, &entry.value] {
+            let bytes = decode_base64(&field.value, "a user header")?;
+            out.push(header_kind(&field.kind)?);
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(&bytes);
+        }
+    }
+    Ok(out)
+}
+
+fn partitioning(body: &PartitioningBody) -> ApiResult<Partitioning> {
+    let value = decode_base64(&body.value, "partitioning value")?;
+    match body.kind.as_str() {
+        "balanced" => Ok(Partitioning::Balanced),
+        "partition_id" => {
+            let bytes: [u8; 4] = value.try_into().map_err(|_| ApiError::Code(ErrorCode::InvalidFormat))?;
+            Ok(Partitioning::PartitionId(u32::from_le_bytes(bytes)))
+        }
+        "messages_key" => Ok(Partitioning::MessagesKey(value)),
+        other => Err(ApiError::BadRequest(format!("unknown partitioning kind `{other}`"))),
+    }
+}
+
+fn consumer(consumer_id: Option<&str>) -> ApiResult<Consumer> {
+    Ok(Consumer::Single(match consumer_id {
+        Some(id) => identifier(id)?,
+        None => Identifier::Numeric(0),
+    }))
+}
+
+fn strategy(kind: Option<&str>, value: u64) -> ApiResult<PollingStrategy> {
+    Ok(match kind.unwrap_or("offset") {
+        "offset" => PollingStrategy::Offset(value),
+        "timestamp" => PollingStrategy::Timestamp(value),
+        "first" => PollingStrategy::First,
+        "last" => PollingStrategy::Last,
+        "next" => PollingStrategy::Next,
+        other => return Err(ApiError::BadRequest(format!("unknown polling kind `{other}`"))),
+    })
+}
+
+pub async fn send(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Response {
+    let topic = match topic_ref(&stream, &topic) {
+        Ok(topic) => topic,
+        Err(error) => return error.into_response(),
+    };
+    let result = async {
+        let request: SendBody = body(&bytes)?;
+        let partitioning = partitioning(&request.partitioning)?;
+        let mut frames = Vec::with_capacity(request.messages.len());
+        for message in &request.messages {
+            // The binary SDK gives an id-less message a random id before it checksums the
+            // frame; over JSON the server builds the frame, so it does the same.
+            let id = if message.id == 0 { rand::random::<u128>() } else { message.id };
+            frames.push((id, decode_base64(&message.payload, "payload")?, user_headers(&message.user_headers)?));
+        }
+        let borrowed: Vec<(u128, &[u8], &[u8])> = frames.iter().map(|(id, p, h)| (*id, &p[..], &h[..])).collect();
+        let batch = batch::build(&borrowed, crate::now_us());
+        let command = Command::SendMessages {
+            topic: topic.clone(),
+            partitioning,
+            messages_count: frames.len() as u32,
+            batch: &batch,
+        };
+        replies_confirmations(&state.run(&headers, command).await?)
+    }
+    .await;
+    match result {
+        Ok(document) => {
+            let persisted = state.read(|m| m.topic(&topic).is_ok_and(|t| t.settings.enforce_fsync));
+            let durability = if persisted { "persisted" } else { "replicated" };
+            let mut response = (StatusCode::CREATED, Json(document)).into_response();
+            response.headers_mut().insert("iggy-durability", HeaderValue::from_static(durability));
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+/// `[n]` then n × `[stream][topic][partition][base_offset]`.
+fn replies_confirmations(body: &[u8]) -> ApiResult<Value> {
+    let word = |at: usize| body.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let count = word(0).unwrap_or(0) as usize;
+    let mut confirmations = Vec::new();
+    for index in 0..count {
+        let at = 4 + index * 20;
+        let base = body.get(at + 12..at + 20).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+        let (Some(stream_id), Some(topic_id), Some(partition_id), Some(base_offset)) =
+            (word(at), word(at + 4), word(at + 8), base)
+        else {
+            return Err(ApiError::Code(ErrorCode::Error));
+        };
+        confirmations.push(json!({
+            "stream_id": stream_id, "topic_id": topic_id, "partition_id": partition_id, "base_offset": base_offset,
+        }));
+    }
+    Ok(json!({ "confirmations": confirmations }))
+}
+
+/// A polled message's header as the client's `IggyMessageHeader` serializes it. Typed
+/// (not a `serde_json::Value`) because ids are u128, which `Value` cannot hold.
+#[derive(Serialize)]
+struct HeaderJson {
+    checksum: u64,
+    id: u128,
+    offset: u64,
+    timestamp: u64,
+    origin_timestamp: u64,
+    user_headers_length: u32,
+    payload_length: u32,
+    reserved: u64,
+}
+
+#[derive(Serialize)]
+struct MessageJson {
+    header: HeaderJson,
+    payload: String,
+    /// The raw header block in base64 (the client accepts it as well as typed entries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_headers: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PolledJson {
+    partition_id: u32,
+    current_offset: u64,
+    count: u32,
+    messages: Vec<MessageJson>,
+}
+
+/// One record of a poll reply as JSON messages.
+fn record_messages(record: &[u8], out: &mut Vec<MessageJson>) {
+    let header = BatchHeader::read(record);
+    for frame in batch::frames(record) {
+        let bytes = &record[frame.start..frame.end];
+        let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let id = u128::from_le_bytes(bytes[8..24].try_into().unwrap_or([0; 16]));
+        let (headers_len, payload_len) = (word(32) as usize, word(36) as usize);
+        let payload = &bytes[MESSAGE_HEADER_SIZE..MESSAGE_HEADER_SIZE + payload_len];
+        let user_headers = &bytes[MESSAGE_HEADER_SIZE + payload_len..MESSAGE_HEADER_SIZE + payload_len + headers_len];
+        out.push(MessageJson {
+            header: HeaderJson {
+                checksum: frame.checksum,
+                id,
+                offset: header.base_offset + u64::from(frame.offset_delta),
+                timestamp: header.base_timestamp,
+                origin_timestamp: header.origin_timestamp + u64::from(word(28)),
+                user_headers_length: headers_len as u32,
+                payload_length: payload_len as u32,
+                reserved: 0,
+            },
+            payload: BASE64.encode(payload),
+            user_headers: (!user_headers.is_empty()).then(|| BASE64.encode(user_headers)),
+        });
+    }
+}
+
+/// The poll reply: `[partition][current_offset][count]`, then batch records.
+fn polled(body: &[u8]) -> ApiResult<PolledJson> {
+    let prefix = body.get(..16).ok_or(ApiError::Code(ErrorCode::Error))?;
+    let partition_id = u32::from_le_bytes(prefix[..4].try_into().unwrap_or([0; 4]));
+    let current_offset = u64::from_le_bytes(prefix[4..12].try_into().unwrap_or([0; 8]));
+    let mut messages = Vec::new();
+    let mut position = 16;
+    while position + BATCH_HEADER_SIZE <= body.len() {
+        let length = BatchHeader::read(&body[position..]).batch_length as usize;
+        let Some(record) = body.get(position..position.saturating_add(length)) else { break };
+        record_messages(record, &mut messages);
+        position += length.max(BATCH_HEADER_SIZE);
+    }
+    Ok(PolledJson { partition_id, current_offset, count: messages.len() as u32, messages })
+}
+
+pub async fn poll(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic)): Path<(String, String)>,
+    Query(query): Query<PollQuery>,
+) -> Response {
+    json(
+        async {
+            let request = PollRequest {
+                consumer: consumer(query.consumer_id.as_deref())?,
+                topic: topic_ref(&stream, &topic)?,
+                partition_id: query.partition_id,
+                strategy: strategy(query.kind.as_deref(), query.value)?,
+                count: query.count,
+                auto_commit: query.auto_commit,
+            };
+            polled(&state.run(&headers, Command::PollMessages(request)).await?)
+        }
+        .await,
+    )
+}
+
+/// The 0.11 client's flush path: `.../messages/flush/{partition}/fsync={bool}`.
+pub async fn flush(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic, partition_id, fsync)): Path<(String, String, u32, String)>,
+) -> Response {
+    no_content(
+        async {
+            let fsync = match fsync.strip_prefix("fsync=").unwrap_or(&fsync) {
+                "true" => true,
+                "false" => false,
+                other => return Err(ApiError::BadRequest(format!("fsync must be true or false, not `{other}`"))),
+            };
+            let command = Command::FlushUnsavedBuffer { topic: topic_ref(&stream, &topic)?, partition_id, fsync };
+            state.run(&headers, command).await
+        }
+        .await,
+    )
+}
+
+pub async fn get_offset(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic)): Path<(String, String)>,
+    Query(query): Query<OffsetQuery>,
+) -> Response {
+    json(
+        async {
+            let command = Command::GetConsumerOffset {
+                consumer: consumer(query.consumer_id.as_deref())?,
+                topic: topic_ref(&stream, &topic)?,
+                partition_id: query.partition_id,
+            };
+            replies::consumer_offset(&state.run(&headers, command).await?)
+        }
+        .await,
+    )
+}
+
+pub async fn store_offset(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Response {
+    no_content(
+        async {
+            let request: StoreOffsetBody = body(&bytes)?;
+            let command = Command::StoreConsumerOffset {
+                consumer: consumer(Some(&request.consumer_id))?,
+                topic: topic_ref(&stream, &topic)?,
+                partition_id: request.partition_id,
+                offset: request.offset,
+            };
+            state.run(&headers, command).await
+        }
+        .await,
+    )
+}
+
+pub async fn delete_offset(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path((stream, topic, consumer_id)): Path<(String, String, String)>,
+    Query(query): Query<OffsetQuery>,
+) -> Response {
+    no_content(
+        async {
+            let command = Command::DeleteConsumerOffset {
+                consumer: consumer(Some(&consumer_id))?,
+                topic: topic_ref(&stream, &topic)?,
+                partition_id: query.partition_id,
+            };
+            state.run(&headers, command).await
+        }
+        .await,
+    )
+}

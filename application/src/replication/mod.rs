@@ -1,0 +1,143 @@
+//! Metadata replication: the domain's VSR replica over the metadata state machine, with
+//! its journal, superblock and checkpoint on the storage port. A single node is a
+//! one-replica cluster (every op still goes through the replica and its journal); a
+//! `[cluster]` roster makes it one replica of several.
+
+pub mod journal;
+pub mod machine;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+
+use rill_domain::vsr::{Effect, Options, Replica};
+
+use crate::ports::Storage;
+
+pub use journal::{JournalError, VsrJournal};
+pub use machine::{MetadataMachine, Outcome};
+
+/// This node's place in the cluster. The default is a single node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Membership {
+    pub replica_id: u8,
+    pub replica_count: u8,
+}
+
+impl Default for Membership {
+    fn default() -> Self {
+        Self { replica_id: 0, replica_count: 1 }
+    }
+}
+
+impl Membership {
+    pub fn clustered(&self) -> bool {
+        self.replica_count > 1
+    }
+}
+
+/// The replica's tuning. One tick is `TICK_MS`: heartbeats every 200 ms, a view change
+/// after about 1.2 s without the primary, a checkpoint every 256 committed ops.
+pub const TICK_MS: u64 = 50;
+
+pub fn options() -> Options {
+    Options { checkpoint_interval: 256, ..Options::default() }
+}
+
+/// The replica and its durable files, owned by shard 0.
+pub struct Replication<S: Storage> {
+    pub replica: RefCell<Replica<MetadataMachine>>,
+    pub journal: async_lock::Mutex<VsrJournal<S>>,
+    pub membership: Membership,
+}
+
+impl<S: Storage> Replication<S> {
+    /// Opens the replica from `dir`: a node that never wrote a superblock is new and starts
+    /// in view 0 (its first superblock is written now, before it takes part in anything);
+    /// any other node is reopened from its journal and runs the recovery protocol.
+    /// Returns the replica and the effects opening produced, storage effects carried out.
+    pub async fn open(
+        storage: &S,
+        dir: &Path,
+        membership: Membership,
+        seed: u64,
+    ) -> Result<(Self, Vec<Effect>), JournalError> {
+        let fresh = !storage.exists(&dir.join("superblock")).await;
+        let (journal, durable) = VsrJournal::open(storage, dir, membership.clustered()).await?;
+        let machine = MetadataMachine::default();
+        let Membership { replica_id, replica_count } = membership;
+        let mut effects = Vec::new();
+        let replica = if fresh && durable.entries.is_empty() && durable.checkpoint.is_none() {
+            journal
+                .write_superblock(storage, &durable.superblock)
+                .await
+                .map_err(|source| JournalError::Io { path: dir.join("superblock"), source })?;
+            Replica::new(replica_id, replica_count, seed, options(), machine)
+        } else {
+            Replica::open(replica_id, replica_count, seed, options(), machine, durable, &mut effects)
+        };
+        let this = Self { replica: RefCell::new(replica), journal: async_lock::Mutex::new(journal), membership };
+        let external = this
+            .settle(storage, effects)
+            .await
+            .map_err(|source| JournalError::Io { path: dir.join("journal.wal"), source })?;
+        Ok((this, external))
+    }
+
+    /// Carries out the storage effects (journal appends, superblock and checkpoint writes),
+    /// feeding each completion back to the replica, until none are left. Returns the other
+    /// effects (sends, commits, replies) in the order the replica emitted them.
+    pub async fn settle(&self, storage: &S, effects: Vec<Effect>) -> io::Result<Vec<Effect>> {
+        let mut queue: VecDeque<Effect> = effects.into();
+        let mut external = Vec::new();
+        let mut journal = self.journal.lock().await;
+        while let Some(effect) = queue.pop_front() {
+            let mut more = Vec::new();
+            match effect {
+                Effect::Persist { entry } => {
+                    journal.append(&entry).await?;
+                    self.replica.borrow_mut().on_prepare_persisted(entry.op, entry.checksum, &mut more);
+                }
+                Effect::PersistView { superblock } => {
+                    journal.write_superblock(storage, &superblock).await?;
+                    self.replica.borrow_mut().on_view_persisted(superblock.view, &mut more);
+                }
+                Effect::Checkpoint { checkpoint } => journal.write_checkpoint(storage, &checkpoint).await?,
+                other => external.push(other),
+            }
+            queue.extend(more);
+        }
+        Ok(external)
+    }
+
+    pub fn membership(&self) -> Membership {
+        self.membership
+    }
+
+    /// Drops the commits among `effects` (and the outcomes they left), for the start-up
+    /// path, whose state seeds every view directly; returns the rest.
+    pub fn without_commits(&self, effects: Vec<Effect>) -> Vec<Effect> {
+        let mut replica = self.replica.borrow_mut();
+        let machine = replica.state_machine_mut();
+        machine.take_restored();
+        let mut rest = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Commit { op, .. } => {
+                    machine.take_outcome(op);
+                }
+                other => rest.push(other),
+            }
+        }
+        rest
+    }
+
+    pub fn metadata(&self) -> rill_domain::metadata::Metadata {
+        self.replica.borrow().state_machine().metadata().clone()
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.replica.borrow().commit()
+    }
+}

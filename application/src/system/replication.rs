@@ -1,0 +1,260 @@
+//! Shard 0's side of metadata replication: every call into the replica (a client's
+//! metadata op, a message from a peer, a tick) runs under one pump lock, and its effects are
+//! carried out in order: journal writes first (the replica learns of each completion), then
+//! messages to peers, then committed ops, which are published to every shard's view and
+//! mirrored in partition storage before the waiting request is answered.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use futures_channel::oneshot;
+use rill_domain::error::ErrorCode;
+use rill_domain::metadata::Metadata;
+use rill_domain::vsr::{Effect, Message, Replica, Status};
+
+use super::{System, fatal};
+use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
+use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
+
+/// A metadata request waiting for its op to commit, and the tick it started at.
+struct Waiter {
+    reply: oneshot::Sender<Result<Outcome, ErrorCode>>,
+    since_tick: u64,
+}
+
+/// A request not committed within this many ticks (10 s) is answered "not committed"
+/// (57): the client may retry, and the op may still commit later, once.
+const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
+
+/// Largest metadata op body (names are at most 255 bytes; option blocks and permission
+/// blobs are small). A log suffix of a full journal then stays far below the replica
+/// plane's 64 MiB frame limit.
+const METADATA_BODY_MAX: usize = 64 * 1024;
+
+/// Shard 0's write side of the metadata: the replica, the client identity it uses for the
+/// requests this node submits, and the publisher every shard's view is fed from.
+pub struct MetadataWriter<E: Env> {
+    replication: Replication<E::Storage>,
+    publisher: RefCell<E::MetadataPublisher>,
+    network: Option<Box<dyn ReplicaNetwork>>,
+    /// Serialises calls into the replica with the handling of their effects.
+    pump: async_lock::Mutex<()>,
+    /// One metadata request of this node at a time: each is validated against the state
+    /// its predecessor left.
+    requests: async_lock::Mutex<()>,
+    waiters: RefCell<BTreeMap<u64, Waiter>>,
+    client_id: u128,
+    next_request: Cell<u64>,
+    ticks: Cell<u64>,
+}
+
+impl<E: Env> MetadataWriter<E> {
+    /// `client_id` names this node's requests in the replica's client table; make it unique
+    /// per process start (a restarted node's request numbers begin again at 1).
+    pub fn new(
+        replication: Replication<E::Storage>,
+        publisher: E::MetadataPublisher,
+        network: Option<Box<dyn ReplicaNetwork>>,
+        client_id: u128,
+    ) -> Self {
+        Self {
+            replication,
+            publisher: RefCell::new(publisher),
+            network,
+            pump: async_lock::Mutex::new(()),
+            requests: async_lock::Mutex::new(()),
+            waiters: RefCell::new(BTreeMap::new()),
+            client_id,
+            next_request: Cell::new(0),
+            ticks: Cell::new(0),
+        }
+    }
+
+    pub(super) fn metadata<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
+        f(self.replication.replica.borrow().state_machine().metadata())
+    }
+
+    fn fail_waiters(&self, code: ErrorCode, keep: impl Fn(&Waiter) -> bool) {
+        let mut waiters = self.waiters.borrow_mut();
+        let failed: Vec<u64> = waiters.iter().filter(|(_, w)| !keep(w)).map(|(n, _)| *n).collect();
+        for request_number in failed {
+            if let Some(waiter) = waiters.remove(&request_number) {
+                let _ = waiter.reply.send(Err(code));
+            }
+        }
+    }
+}
+
+/// The replica's role, for cluster metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaRole {
+    pub view: u32,
+    pub primary: u8,
+    pub normal: bool,
+}
+
+impl<E: Env> System<E> {
+    fn writer(&self) -> &MetadataWriter<E> {
+        self.writer.as_ref().expect("only shard 0 drives the replica")
+    }
+
+    /// Calls into the replica under the pump lock and carries out what it asks.
+    pub(super) async fn drive(&self, call: impl FnOnce(&mut Replica<MetadataMachine>, &mut Vec<Effect>)) {
+        let writer = self.writer();
+        let _pump = writer.pump.lock().await;
+        let mut effects = Vec::new();
+        call(&mut writer.replication.replica.borrow_mut(), &mut effects);
+        self.carry_out(effects).await;
+    }
+
+    /// Effects of opening the replica at start, carried out once shard 0 serves.
+    pub async fn start_replication(&self, effects: Vec<Effect>) {
+        let writer = self.writer();
+        let _pump = writer.pump.lock().await;
+        self.carry_out(effects).await;
+    }
+
+    async fn carry_out(&self, effects: Vec<Effect>) {
+        let writer = self.writer();
+        let external = match writer.replication.settle(&self.storage, effects).await {
+            Ok(external) => external,
+            Err(error) => fatal(&format!("cannot write the metadata journal: {error}")),
+        };
+        for effect in external {
+            match effect {
+                Effect::Send { to, message } => {
+                    if let Some(network) = &writer.network {
+                        network.send(to, message);
+                    }
+                }
+                Effect::Commit { op, entry } => self.on_commit(op, entry.client_id, entry.request_number).await,
+                Effect::NotPrimary { client_id, request_number, .. } if client_id == writer.client_id => {
+                    if let Some(waiter) = writer.waiters.borrow_mut().remove(&request_number) {
+                        let _ = waiter.reply.send(Err(ErrorCode::TransientNotAccepted));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(role) = self.replica_role() {
+            self.shared.set_role(role);
+        }
+        let replica = writer.replication.replica.borrow();
+        if !(replica.is_primary() && replica.status() == Status::Normal) {
+            drop(replica);
+            // This node cannot commit now: its waiting requests learn it at once.
+            writer.fail_waiters(ErrorCode::TransientNotAccepted, |_| false);
+        }
+    }
+
+    /// One committed op: make it visible on every shard, mirror it in storage, answer it.
+    async fn on_commit(&self, op: u64, client_id: u128, request_number: u64) {
+        let writer = self.writer();
+        let (outcome, restored) = {
+            let mut replica = writer.replication.replica.borrow_mut();
+            let machine = replica.state_machine_mut();
+            (machine.take_outcome(op), machine.take_restored())
+        };
+        if restored {
+            let metadata = writer.metadata(Clone::clone);
+            writer.publisher.borrow_mut().replace(&metadata);
+        }
+        self.shared.set_commit(op);
+        let Some(outcome) = outcome else { return };
+        if let Ok(applied) = &outcome.result {
+            writer.publisher.borrow_mut().publish(outcome.operation, outcome.timestamp, &outcome.body);
+            if let Err(error) = self.reflect(applied).await {
+                fatal(&format!("cannot apply {applied:?} to storage: {error}"));
+            }
+        }
+        if client_id == writer.client_id
+            && let Some(waiter) = writer.waiters.borrow_mut().remove(&request_number)
+        {
+            let _ = waiter.reply.send(Ok(outcome));
+        }
+    }
+
+    /// Submits a metadata op as this node's client and waits until it commits. The op is
+    /// first checked against the current state, so a request that would fail is refused
+    /// without entering the journal.
+    pub(super) async fn replicate(&self, operation: u8, body: &[u8], timestamp: u64) -> Result<Outcome, ErrorCode> {
+        let writer = self.writer();
+        // Keeps every replica message carrying a log suffix well under the frame limit.
+        if body.len() > METADATA_BODY_MAX {
+            return Err(ErrorCode::InvalidFormat);
+        }
+        let _one_at_a_time = writer.requests.lock().await;
+        let mut reader = rill_domain::wire::reader::Reader::new(body);
+        let Ok(Some(op)) = rill_domain::wire::command::MetadataOp::decode(operation, &mut reader) else {
+            return Err(ErrorCode::InvalidFormat);
+        };
+        writer.metadata(|metadata| metadata.clone().apply(&op, timestamp).map(|_| ()))?;
+        let request_number = writer.next_request.get() + 1;
+        writer.next_request.set(request_number);
+        let (reply, answer) = oneshot::channel();
+        writer.waiters.borrow_mut().insert(request_number, Waiter { reply, since_tick: writer.ticks.get() });
+        let client_id = writer.client_id;
+        self.drive(|replica, effects| {
+            replica.on_request(timestamp, client_id, request_number, operation, body.to_vec(), effects)
+        })
+        .await;
+        answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))
+    }
+
+    /// Commits the root account when the metadata has no user and this replica is the
+    /// primary of a running cluster; true once the metadata has a user.
+    pub async fn ensure_root_user(&self) -> bool {
+        let writer = self.writer();
+        if writer.metadata(|m| m.users().next().is_some()) {
+            return true;
+        }
+        let ready = self.replica_role().is_some_and(|role| role.normal && role.primary == self.replica_id());
+        if !ready {
+            return false;
+        }
+        let (operation, body) = super::root_user_op(&self.shared.config);
+        match self.replicate(operation, &body, self.now_us()).await {
+            Ok(_) => {
+                if self.shared.config.root.generated {
+                    println!(
+                        "rill-server: created root user `{}` with generated password: {}",
+                        self.shared.config.root.username, self.shared.config.root.password
+                    );
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn replica_id(&self) -> u8 {
+        self.writer().replication.membership.replica_id
+    }
+
+    /// A protocol message from a peer replica.
+    pub async fn on_replica_message(&self, message: Message) {
+        let now = self.now_us();
+        self.drive(|replica, effects| replica.on_message(now, message, effects)).await;
+    }
+
+    /// One replica tick (every `TICK_MS`, clustered nodes only); also expires requests
+    /// that waited too long for a quorum.
+    pub async fn replica_tick(&self) {
+        let writer = self.writer();
+        let tick = writer.ticks.get() + 1;
+        writer.ticks.set(tick);
+        let now = self.now_us();
+        self.drive(|replica, effects| replica.tick(now, effects)).await;
+        writer.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
+    }
+
+    /// The replica's view and who leads it.
+    pub fn replica_role(&self) -> Option<ReplicaRole> {
+        let replica = self.writer.as_ref()?.replication.replica.borrow();
+        Some(ReplicaRole {
+            view: replica.view(),
+            primary: replica.primary_index(replica.view()),
+            normal: replica.status() == Status::Normal,
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! Three rill-server processes on loopback as one metadata cluster: streams created through
+//! the primary reach every node; after kill -9 of the primary the others elect a new one
+//! and creates continue; the killed node restarts, rejoins and catches up, and all three
+//! end with the same metadata. Each node is read directly with raw frames, so no client
+//! redirection hides which node answered.
+
+use std::time::Duration;
+
+use rill_tests::raw::{self, Request};
+use rill_tests::{TestServer, connect_root_no_reconnect, free_port};
+
+const NODES: usize = 3;
+
+struct Cluster {
+    nodes: Vec<TestServer>,
+    addresses: Vec<String>,
+}
+
+fn start_cluster() -> anyhow::Result<Cluster> {
+    let tcp: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let plane: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let replicas = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let clients = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let env = [
+        ("IGGY_CLUSTER_ENABLED", "true"),
+        ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
+        ("IGGY_CLUSTER_CLIENT_ADDRESSES", clients.as_str()),
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "1"),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+    ];
+    let mut nodes = Vec::new();
+    for (replica, port) in tcp.iter().enumerate() {
+        let id = replica.to_string();
+        nodes.push(TestServer::start_node(*port, &env, &["--replica-id", &id])?);
+    }
+    let addresses = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    Ok(Cluster { nodes, addresses })
+}
+
+/// Runs `attempt` until it succeeds; an error means "not yet" until `timeout` has passed.
+async fn eventually<F, Fut>(timeout: Duration, what: &str, mut attempt: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match attempt().await {
+            Ok(()) => return Ok(()),
+            Err(error) if std::time::Instant::now() >= deadline => {
+                anyhow::bail!("{what}: not reached within {timeout:?}: {error:#}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// GET_STREAMS on one node, read from that node's own view.
+fn streams_on(address: &str) -> anyhow::Result<Vec<u8>> {
+    let mut stream = raw::connect(address)?;
+    let client = 0xc1u128 << 120 | free_port() as u128;
+    let session = raw::try_login(&mut stream, client).map_err(anyhow::Error::msg)?;
+    raw::send(&mut stream, &Request::non_replicated(client, 1, session, raw::CODE_GET_STREAMS).frame(&[]));
+    let reply = raw::read_frame(&mut stream).expect_frame("streams reply");
+    anyhow::ensure!(reply.status() == 0, "status {}", reply.status());
+    Ok(reply.body().to_vec())
+}
+
+/// Stream names in a GET_STREAMS body (records of 33 fixed bytes, the name, options).
+fn names(body: &[u8]) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut at = 0;
+    while at + 33 <= body.len() {
+        let len = body[at + 32] as usize;
+        names.push(String::from_utf8_lossy(&body[at + 33..at + 33 + len]).into_owned());
+        let options = raw::u32_at(body, at + 33 + len) as usize;
+        at += 33 + len + 4 + options;
+    }
+    names
+}
+
+/// Creates `name` through whichever of `candidates` accepts it (the primary).
+async fn create_through_any(cluster: &Cluster, candidates: &[usize], name: &str) -> anyhow::Result<()> {
+    let mut last = None;
+    for &node in candidates {
+        match connect_root_no_reconnect(&cluster.addresses[node]).await {
+            Ok(client) => match iggy::prelude::StreamClient::create_stream(&client, name).await {
+                Ok(_) => return Ok(()),
+                Err(error) => last = Some(anyhow::anyhow!("node {node}: {error}")),
+            },
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no candidate")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_fail_over_and_the_killed_primary_catches_up() -> anyhow::Result<()> {
+    let mut cluster = start_cluster()?;
+    let timeout = Duration::from_secs(30);
+    for index in 0..3 {
+        let name = format!("before-{index}");
+        eventually(timeout, "create through the first primary", || create_through_any(&cluster, &[0], &name)).await?;
+    }
+    for address in &cluster.addresses {
+        let address = address.clone();
+        eventually(timeout, "every node has the first streams", || {
+            let address = address.clone();
+            async move {
+                let names = names(&streams_on(&address)?);
+                anyhow::ensure!(names.len() == 3, "{address}: {names:?}");
+                Ok(())
+            }
+        })
+        .await?;
+    }
+
+    cluster.nodes[0].kill9()?;
+    for index in 0..2 {
+        let name = format!("after-{index}");
+        eventually(timeout, "create through the new primary", || create_through_any(&cluster, &[1, 2], &name)).await?;
+    }
+
+    cluster.nodes[0].restart()?;
+    eventually(timeout, "create once the old primary is back", || create_through_any(&cluster, &[1, 2], "rejoined"))
+        .await?;
+    let expected = ["after-0", "after-1", "before-0", "before-1", "before-2", "rejoined"];
+    eventually(timeout, "all three nodes hold the same metadata", || async {
+        let bodies: Vec<Vec<u8>> =
+            cluster.addresses.iter().map(|address| streams_on(address)).collect::<anyhow::Result<_>>()?;
+        let mut sorted = names(&bodies[0]);
+        sorted.sort();
+        anyhow::ensure!(sorted == expected, "node 0 has {sorted:?}");
+        anyhow::ensure!(
+            bodies.iter().all(|body| body == &bodies[0]),
+            "nodes differ: {:?}",
+            bodies.iter().map(|b| names(b)).collect::<Vec<_>>()
+        );
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
