@@ -16,12 +16,15 @@ mod recovery;
 mod repair;
 mod replica;
 mod state_machine;
+mod superblock;
 mod view_change;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_restart;
 
 pub use codec::{MESSAGE_MAX, MessageError, decode_message, encode_message, frame_len};
 pub use entry::{Checkpoint, Entry, EntryError, ROOT_CHECKSUM};

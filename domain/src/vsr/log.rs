@@ -278,12 +278,6 @@ impl Log {
         self.future.retain(|&future_op, _| future_op > op);
     }
 
-    /// The checksum of a stashed entry at `op + 1` whose parent is `parent`, if any.
-    pub(super) fn stashed_child(&self, op: u64, parent: u128) -> Option<u128> {
-        let mut children = self.stash.range((op + 1, 0)..=(op + 1, u128::MAX));
-        children.find(|(_, slot)| slot.entry.parent == parent).map(|(&(_, checksum), _)| checksum)
-    }
-
     /// Drops entries at or below `op` (all applied and covered by a checkpoint).
     pub(super) fn trim(&mut self, op: u64) {
         while self.run.front().is_some_and(|slot| slot.entry.op <= op) {
@@ -338,15 +332,23 @@ impl Log {
         false
     }
 
-    /// The highest op such that every op above `commit_min` up to it is durable in the run.
-    pub(super) fn durable_through(&self, commit_min: u64) -> u64 {
+    /// The highest op such that every run slot up to it is durable, applied ones included (`None`
+    /// while a hole separates the run from the applied prefix). Counting from the start of the
+    /// run, not from `commit_min`, is what lets a restart rebuild, from the journal alone, the
+    /// whole log below any op this replica acknowledged.
+    pub(super) fn durable_prefix(&self, commit_min: u64) -> Option<u64> {
         let start = self.start();
         if start > commit_min + 1 {
-            return commit_min;
+            return None;
         }
-        let skip = (commit_min + 1 - start) as usize;
-        let durable = self.run.iter().skip(skip).take_while(|slot| slot.durability == Durability::Durable);
-        durable.last().map_or(commit_min, |slot| slot.entry.op)
+        let durable = self.run.iter().take_while(|slot| slot.durability == Durability::Durable);
+        Some(durable.last().map_or(start - 1, |slot| slot.entry.op))
+    }
+
+    /// The highest op this replica may vouch for: its durable prefix, or `commit_min` (nothing
+    /// new) while the run has a hole.
+    pub(super) fn durable_through(&self, commit_min: u64) -> u64 {
+        self.durable_prefix(commit_min).unwrap_or(commit_min)
     }
 
     pub(super) fn suffix(&self, commit: u64) -> LogSuffix {

@@ -108,13 +108,21 @@ pub enum Message {
     },
 }
 
-/// The superblock: what a replica must not forget across a restart besides its journal.
+/// The superblock: what a replica must not forget across a restart besides its journal. With
+/// it, the journal names the log this replica would offer in a view change: the entries chained
+/// below `(head_op, head_checksum)`, then the entries prepared in `log_view` above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Superblock {
     /// The highest view the replica promised to (sent `DoViewChange` for, or started).
     pub view: u32,
+    /// The latest view whose log this replica holds durably from `head` up (at most `view`).
+    pub log_view: u32,
     /// The commit number known when the superblock was written (a lower bound only).
     pub commit: u64,
+    /// The head of the log when `log_view` began; every entry above it in that view's log was
+    /// prepared in `log_view`. Op 0 (with [`super::ROOT_CHECKSUM`]) for a fresh replica.
+    pub head_op: u64,
+    pub head_checksum: u128,
 }
 
 /// What an adapter read back after a restart, handed to [`super::Replica::open`].
@@ -125,6 +133,9 @@ pub struct Durable {
     pub checkpoint: Option<Checkpoint>,
     /// Every journal entry that decoded, in the order written (a later copy of an op wins).
     pub entries: Vec<Entry>,
+    /// A frame other than the torn tail failed to decode: entries this replica acknowledged may
+    /// be missing, so it must learn the log from its peers instead of offering its own.
+    pub damaged: bool,
 }
 
 /// What the replica asks its caller to do. The caller drains the buffer after every call.
@@ -138,7 +149,8 @@ pub enum Effect {
     Persist {
         entry: Entry,
     },
-    /// Write and fsync the superblock, then call `on_view_persisted(superblock.view)`.
+    /// Write and fsync the superblock, then call `on_view_persisted(superblock.view)`. The
+    /// replica keeps at most one superblock write in flight.
     PersistView {
         superblock: Superblock,
     },

@@ -20,7 +20,7 @@ impl<S: StateMachine> Replica<S> {
         effects: &mut Vec<Effect>,
     ) {
         self.request(now, client_id, request_number, operation, body, effects);
-        self.invariants();
+        self.finish(effects);
     }
 
     fn request(
@@ -98,7 +98,7 @@ impl<S: StateMachine> Replica<S> {
         if entry.op <= self.log.op() {
             // A re-sent prepare: our acknowledgement may have been lost, so vouch again.
             let held = self.log.entry(entry.op).is_some_and(|held| held.checksum == entry.checksum);
-            if held && self.view_durable >= self.view && entry.op <= self.log.durable_through(self.commit_min) {
+            if held && self.can_vote() && entry.op <= self.log.durable_through(self.commit_min) {
                 self.prepare_ok_sent = 0;
             }
         } else {
@@ -158,9 +158,9 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Backup: acknowledges the highest op it holds durably with its whole prefix. Only entries
-    /// whose write completed count, and only once the current view is in the superblock.
+    /// whose write completed count, and only once the superblock names this view's log.
     pub(super) fn send_prepare_oks(&mut self, effects: &mut Vec<Effect>) {
-        if self.status != Status::Normal || self.is_primary() || self.view_durable < self.view {
+        if self.is_primary() || !self.can_vote() {
             return;
         }
         let through = self.log.durable_through(self.commit_min);
@@ -176,7 +176,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Primary: counts its own durable copies, commits the highest op a quorum holds, applies.
     pub(super) fn commit_pipeline(&mut self, effects: &mut Vec<Effect>) {
-        if self.view_durable >= self.view {
+        if self.can_vote() {
             let through = self.log.durable_through(self.commit_min);
             for votes in self.prepare_oks.range_mut(..=through).map(|(_, votes)| votes) {
                 *votes |= 1 << self.replica;

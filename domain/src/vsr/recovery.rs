@@ -1,13 +1,75 @@
-//! Recovery after a restart: the replica kept its journal, but it may have missed views and
-//! commits while it was down, so it asks everyone with a fresh nonce and waits for `f + 1`
-//! answers that include the primary of the latest view among them, then adopts that primary's
-//! log. Until then it votes in nothing and acknowledges nothing.
+//! Restart and recovery. A restarted replica rebuilds from its journal the log its superblock
+//! names, then asks everyone with a fresh nonce and waits for `f + 1` answers that include the
+//! primary of the latest view among them, and adopts that primary's log. Until then it
+//! acknowledges nothing. When recovery cannot complete (peers are recovering too, as after a
+//! whole-cluster restart, or it takes too long), a replica whose journal is whole joins a view
+//! change above its superblock's view instead, offering its durable log: it holds every op the
+//! replica acknowledged, so the new primary's choice (highest log view, then highest op) among a
+//! quorum of them keeps every committed op.
 
+use std::collections::BTreeMap;
+
+use super::entry::Entry;
+use super::log::{Durability, Slot};
 use super::message::{Effect, LogSuffix, Message};
 use super::replica::{Replica, Status};
 use super::state_machine::StateMachine;
 
 impl<S: StateMachine> Replica<S> {
+    /// Rebuilds the log the superblock names: the chain below the head the log view began with
+    /// (or the applied prefix, when that is higher), extended one op at a time by entries
+    /// prepared in the log view itself. Every other entry stays a candidate. Returns whether the
+    /// chain reaches the applied prefix without a gap; it does unless the journal lost entries.
+    pub(super) fn reopen_log(&mut self, entries: Vec<Entry>) -> bool {
+        let anchor = (self.commit_min, self.commit_min_checksum);
+        let journal: BTreeMap<(u64, u128), Entry> = entries
+            .into_iter()
+            .filter(|entry| entry.op > anchor.0 && entry.verify())
+            .map(|entry| ((entry.op, entry.checksum), entry))
+            .collect();
+        let mut top = if self.log_view_head.0 > anchor.0 { self.log_view_head } else { anchor };
+        // Entries of one view are unique per op (one primary made them), so the child is too.
+        while let Some(child) = journal
+            .range((top.0 + 1, 0)..=(top.0 + 1, u128::MAX))
+            .map(|(_, entry)| entry)
+            .find(|entry| entry.parent == top.1 && entry.view == self.log_view)
+        {
+            top = (child.op, child.checksum);
+        }
+        let mut chain = Vec::new();
+        let mut want = top;
+        while want.0 > anchor.0 {
+            let Some(entry) = journal.get(&want) else { break };
+            want = (want.0 - 1, entry.parent);
+            chain.push((entry.op, entry.checksum));
+        }
+        let whole = want == anchor && chain.len() <= self.options.log_capacity();
+        let durable = |entry: &Entry| Slot { entry: entry.clone(), durability: Durability::Durable };
+        if whole {
+            // The chain goes in first: it was a run, so it fits, and no candidate can evict it.
+            for key in &chain {
+                self.log.stash(durable(&journal[key]));
+            }
+            assert!(self.log.adopt(anchor, top, &[]), "a chain built down to the prefix continues it");
+        }
+        for entry in journal.values() {
+            self.log.stash(durable(entry));
+        }
+        whole
+    }
+
+    /// Enters recovering status and asks everyone. A replica that may offer its own log also
+    /// arms the fallback: if recovery has not completed when the timeout fires, it gives up.
+    pub(super) fn start_recovery(&mut self, effects: &mut Vec<Effect>) {
+        self.status = Status::Recovering;
+        self.recovery_nonce = self.prng.next_u64() | 1;
+        self.send_recovery(effects);
+        if !self.damaged {
+            let (ticks, jitter) = (self.ticks, self.jitter());
+            self.timeouts.view_change.start(ticks, jitter);
+        }
+    }
+
     pub(super) fn send_recovery(&mut self, effects: &mut Vec<Effect>) {
         self.broadcast(Message::Recovery { replica: self.replica, nonce: self.recovery_nonce }, effects);
         let (ticks, jitter) = (self.ticks, self.jitter());
@@ -21,6 +83,38 @@ impl<S: StateMachine> Replica<S> {
         }
         let log = self.is_primary().then(|| self.log.suffix(self.commit_max));
         self.send(replica, Message::RecoveryResponse { view: self.view, replica: self.replica, nonce, log }, effects);
+    }
+
+    /// A peer recovers too. With this replica, a quorum is recovering, so at most `f` replicas
+    /// can be normal and no recovery can complete: the recovering ones must start a view.
+    pub(super) fn on_peer_recovering(&mut self, replica: u8, effects: &mut Vec<Effect>) {
+        self.recovering_peers |= 1 << replica;
+        let recovering = self.recovering_peers.count_ones() as usize + 1;
+        if recovering >= self.quorum() && self.may_abandon_recovery(self.view + 1) {
+            self.abandon_recovery(self.view + 1, effects);
+        }
+    }
+
+    /// A recovering replica may vote in `view` if its journal is whole and `view` is above every
+    /// view it promised in an earlier lifetime.
+    pub(super) fn may_abandon_recovery(&self, view: u32) -> bool {
+        self.status == Status::Recovering && self.replica_count > 1 && !self.damaged && view > self.view
+    }
+
+    /// Gives up on recovery and starts (or joins) the view change for `view`, offering the log
+    /// rebuilt from the journal with the log view the superblock holds. That log holds every op
+    /// this replica acknowledged, so it votes like a replica that was merely cut off.
+    pub(super) fn abandon_recovery(&mut self, view: u32, effects: &mut Vec<Effect>) {
+        assert!(self.may_abandon_recovery(view));
+        self.leave_recovery();
+        self.status = Status::ViewChange;
+        self.start_view_change(view, effects);
+    }
+
+    /// Forgets the recovery under way (its answers, its peers) as the replica leaves it.
+    pub(super) fn leave_recovery(&mut self) {
+        self.recovery_responses.clear();
+        self.recovering_peers = 0;
     }
 
     pub(super) fn on_recovery_response(
@@ -53,29 +147,29 @@ impl<S: StateMachine> Replica<S> {
         if !self.log.adopt(anchor, (log.op, log.op_checksum), &log.entries) {
             return;
         }
-        self.recovery_responses.clear();
+        self.leave_recovery();
+        // The primary's log is canonical: whatever the journal lacked, this log replaces it.
+        self.damaged = false;
         self.view = view;
         self.log_view = view;
+        self.log_view_head = (log.op, log.op_checksum);
         self.status = Status::Normal;
         self.commit_max = self.commit_max.max(log.commit);
         self.prepare_ok_sent = 0;
-        self.request_persist_view(effects);
+        self.timeouts.view_change.stop();
         self.start_normal_timeouts();
         self.after_log_change(effects);
     }
 
     /// A single replica is its own quorum: every durable entry was committed the moment it became
-    /// durable, so the head is the longest chain of durable entries above the applied prefix.
+    /// durable, so the rebuilt log is committed through its head.
     pub(super) fn recover_alone(&mut self, effects: &mut Vec<Effect>) {
-        let mut head = (self.commit_min, self.commit_min_checksum);
-        while let Some(child) = self.log.stashed_child(head.0, head.1) {
-            head = (head.0 + 1, child);
-        }
-        let anchor = (self.commit_min, self.commit_min_checksum);
-        assert!(self.log.adopt(anchor, head, &[]), "a chain built upward from the prefix continues it");
         self.status = Status::Normal;
-        self.log_view = self.view;
-        self.commit_max = head.0;
+        if self.log_view != self.view {
+            self.log_view = self.view;
+            self.log_view_head = (self.log.op(), self.log.op_checksum());
+        }
+        self.commit_max = self.log.op();
         self.start_normal_timeouts();
         self.commit_journal(effects);
     }

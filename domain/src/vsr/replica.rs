@@ -54,10 +54,15 @@ pub struct Replica<S> {
     pub(super) view: u32,
     /// The latest view in which the status was normal ("last normal view" in the paper).
     pub(super) log_view: u32,
-    /// The highest view the superblock is known to hold.
-    pub(super) view_durable: u32,
-    /// The highest view a `PersistView` was emitted for.
-    pub(super) view_persist_requested: u32,
+    /// The head of the log when `log_view` began: everything above it was prepared in `log_view`.
+    pub(super) log_view_head: (u64, u128),
+    /// The superblock as last made durable (by this lifetime, or read back at `open`).
+    pub(super) superblock: Superblock,
+    /// The superblock write in flight, if any (at most one at a time).
+    pub(super) superblock_writing: Option<Superblock>,
+    /// The journal read back at `open` may lack entries this replica acknowledged, so it must not
+    /// offer its log in a view change until a peer's log replaced it.
+    pub(super) damaged: bool,
     pub(super) log: Log,
     /// Applied prefix: the last op applied to the state machine, its checksum and timestamp.
     pub(super) commit_min: u64,
@@ -76,6 +81,9 @@ pub struct Replica<S> {
     pub(super) do_view_changes: BTreeMap<u8, DoViewChangeVote>,
     pub(super) recovery_nonce: u64,
     pub(super) recovery_responses: BTreeMap<u8, (u32, Option<LogSuffix>)>,
+    /// Peers heard sending `Recovery` while this replica recovers: with itself, a quorum of them
+    /// means no quorum of normal replicas can answer.
+    pub(super) recovering_peers: u32,
     pub(super) repair_target: Option<(u64, u128)>,
     pub(super) repair_attempts: u32,
     pub(super) ticks: u64,
@@ -92,9 +100,11 @@ impl<S: StateMachine> Replica<S> {
         this
     }
 
-    /// A replica restarted from what its journal, checkpoint and superblock held. It runs the
-    /// recovery protocol (a fresh nonce, `f + 1` answers including the primary's) before it takes
-    /// part in anything; a single-replica cluster has no one to ask and trusts its own journal.
+    /// A replica restarted from what its journal, checkpoint and superblock held. It rebuilds the
+    /// log the superblock names, then runs the recovery protocol (a fresh nonce, `f + 1` answers
+    /// including the primary's). If that cannot complete (peers recover too, or time runs out),
+    /// it offers its durable log in a view change instead, unless `durable.damaged`. A
+    /// single-replica cluster has no one to ask and trusts its own journal.
     pub fn open(
         replica: u8,
         replica_count: u8,
@@ -108,24 +118,20 @@ impl<S: StateMachine> Replica<S> {
         if let Some(checkpoint) = durable.checkpoint {
             assert!(this.install_checkpoint(checkpoint), "the durable checkpoint does not restore");
         }
-        this.view = durable.superblock.view;
-        this.view_durable = durable.superblock.view;
-        this.view_persist_requested = durable.superblock.view;
-        this.commit_max = this.commit_min.max(durable.superblock.commit);
-        for entry in durable.entries {
-            if entry.verify() && entry.op > this.commit_min {
-                this.log.stash(super::log::Slot { entry, durability: super::log::Durability::Durable });
-            }
-        }
+        let superblock = durable.superblock;
+        assert!(superblock.log_view <= superblock.view, "the superblock's log view is above its view");
+        (this.view, this.log_view, this.superblock) = (superblock.view, superblock.log_view, superblock);
+        this.log_view_head = (superblock.head_op, superblock.head_checksum);
+        this.commit_max = this.commit_min.max(superblock.commit);
+        let whole = this.reopen_log(durable.entries);
+        this.damaged = durable.damaged || !whole;
         // Without peers there is no one to ask, and no one who could have moved on.
         if replica_count == 1 {
             this.recover_alone(effects);
         } else {
-            this.status = Status::Recovering;
-            this.recovery_nonce = this.prng.next_u64() | 1;
-            this.send_recovery(effects);
+            this.start_recovery(effects);
         }
-        this.invariants();
+        this.finish(effects);
         this
     }
 
@@ -143,8 +149,10 @@ impl<S: StateMachine> Replica<S> {
             status: Status::Normal,
             view: 0,
             log_view: 0,
-            view_durable: 0,
-            view_persist_requested: 0,
+            log_view_head: (0, ROOT_CHECKSUM),
+            superblock: Superblock::default(),
+            superblock_writing: None,
+            damaged: false,
             log: Log::new(0, ROOT_CHECKSUM, capacity, 2 * options.pipeline_max as usize),
             commit_min: 0,
             commit_min_checksum: ROOT_CHECKSUM,
@@ -159,6 +167,7 @@ impl<S: StateMachine> Replica<S> {
             do_view_changes: BTreeMap::new(),
             recovery_nonce: 0,
             recovery_responses: BTreeMap::new(),
+            recovering_peers: 0,
             repair_target: None,
             repair_attempts: 0,
             ticks: 0,
@@ -236,6 +245,17 @@ impl<S: StateMachine> Replica<S> {
         &mut self.state_machine
     }
 
+    /// The superblock as last made durable.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// Whether the journal read back at `open` could not be trusted and no peer's log has
+    /// replaced it yet (such a replica recovers but does not vote).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged
+    }
+
     pub fn checkpoint(&self) -> Option<&Checkpoint> {
         self.checkpoint.as_ref()
     }
@@ -270,12 +290,14 @@ impl<S: StateMachine> Replica<S> {
         if self.admissible(&message) {
             self.dispatch(message, effects);
         }
-        self.invariants();
+        self.finish(effects);
     }
 
     fn dispatch(&mut self, message: Message, effects: &mut Vec<Effect>) {
-        // A recovering replica votes in nothing, since it may have missed what it would vote
-        // on. It still serves repairs (the asker checks the checksum) and keeps repairs it gets.
+        // A recovering replica acknowledges nothing, since it may have missed what it would
+        // acknowledge. It serves repairs (the asker checks the checksum), keeps repairs it gets,
+        // adopts a new primary's log, and joins a view change above its superblock's view when
+        // its journal is whole (it then holds every op it ever acknowledged).
         if self.status == Status::Recovering {
             match message {
                 Message::RecoveryResponse { view, replica, nonce, log } => {
@@ -285,6 +307,16 @@ impl<S: StateMachine> Replica<S> {
                     self.on_request_prepare(replica, op, checksum, effects)
                 }
                 Message::Repair { entries, .. } => self.on_repair(entries, effects),
+                Message::Recovery { replica, .. } => self.on_peer_recovering(replica, effects),
+                Message::StartView { view, log } => self.on_start_view(view, log, effects),
+                Message::StartViewChange { view, replica } if self.may_abandon_recovery(view) => {
+                    self.abandon_recovery(view, effects);
+                    self.on_start_view_change(view, replica, effects);
+                }
+                Message::DoViewChange { view, replica, log_view, log } if self.may_abandon_recovery(view) => {
+                    self.abandon_recovery(view, effects);
+                    self.on_do_view_change(view, replica, DoViewChangeVote { log_view, log }, effects);
+                }
                 _ => {}
             }
             return;
@@ -366,7 +398,14 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.timeouts.view_change.fired(ticks) {
             self.timeouts.view_change.stop();
-            self.start_view_change(self.view + 1, effects);
+            if self.status == Status::Recovering {
+                // Recovery took too long: no quorum of normal replicas is within reach.
+                if self.may_abandon_recovery(self.view + 1) {
+                    self.abandon_recovery(self.view + 1, effects);
+                }
+            } else {
+                self.start_view_change(self.view + 1, effects);
+            }
         }
         if self.timeouts.resend.fired(ticks) {
             self.on_resend_timeout(effects);
@@ -376,7 +415,7 @@ impl<S: StateMachine> Replica<S> {
             self.timeouts.repair.start(ticks, jitter);
             self.repair(effects);
         }
-        self.invariants();
+        self.finish(effects);
     }
 
     /// The caller finished writing and syncing the journal entry `(op, checksum)`. The checksum
@@ -385,26 +424,23 @@ impl<S: StateMachine> Replica<S> {
         if self.log.mark_durable(op, checksum) {
             self.after_durability(effects);
         }
-        self.invariants();
+        self.finish(effects);
     }
 
-    /// The caller finished writing and syncing a superblock holding `view`.
+    /// The caller finished writing and syncing the superblock write in flight, which holds `view`.
     pub fn on_view_persisted(&mut self, view: u32, effects: &mut Vec<Effect>) {
-        assert!(view <= self.view_persist_requested, "a view was persisted that was never asked for");
-        if view > self.view_durable {
-            self.view_durable = view;
-            self.maybe_send_do_view_change(effects);
-            self.after_durability(effects);
-        }
-        self.invariants();
+        let written = self.superblock_writing.take().expect("a superblock was persisted that was never asked for");
+        assert!(written.view == view, "the superblock persisted is not the one in flight");
+        self.superblock = written;
+        self.maybe_send_do_view_change(effects);
+        self.after_durability(effects);
+        self.finish(effects);
     }
 
-    /// Asks the caller to make the current view durable (once per view).
-    pub(super) fn request_persist_view(&mut self, effects: &mut Vec<Effect>) {
-        if self.view_persist_requested < self.view {
-            self.view_persist_requested = self.view;
-            effects.push(Effect::PersistView { superblock: Superblock { view: self.view, commit: self.commit_max } });
-        }
+    /// The end of every handler: the superblock catches up with the state, then the invariants.
+    pub(super) fn finish(&mut self, effects: &mut Vec<Effect>) {
+        self.sync_superblock(effects);
+        self.invariants();
     }
 
     pub(super) fn persist_unwritten(&mut self, effects: &mut Vec<Effect>) {
@@ -435,8 +471,11 @@ impl<S: StateMachine> Replica<S> {
     /// Checked at the end of every handler; a failure is a bug, never bad input.
     pub fn invariants(&self) {
         assert!(self.commit_min <= self.commit_max, "applied beyond the known commit");
-        assert!(self.log_view <= self.view && self.view_durable <= self.view_persist_requested);
-        assert!(self.view_persist_requested <= self.view || self.status == Status::Recovering);
+        assert!(self.log_view <= self.view, "log view above the view");
+        let superblock = self.superblock;
+        assert!(superblock.log_view <= superblock.view && superblock.view <= self.view);
+        assert!(superblock.log_view <= self.log_view, "the durable log view is ahead of the log view");
+        assert!(self.superblock_writing.is_none_or(|writing| writing.view <= self.view));
         self.log.check(self.commit_min, self.commit_min_checksum);
         if let Some(checkpoint) = &self.checkpoint {
             assert!(checkpoint.op <= self.commit_min, "checkpoint ahead of the applied prefix");

@@ -43,9 +43,10 @@ pub(super) struct Harness {
     pub(super) now: u64,
     pub(super) messages: VecDeque<(u8, u8, Message)>,
     pub(super) writes: Vec<(u8, Entry)>,
-    pub(super) view_writes: Vec<(u8, u32)>,
+    pub(super) view_writes: Vec<(u8, Superblock)>,
     /// Every entry whose write completed, per replica, in write order: the journal.
     pub(super) journal: Vec<Vec<Entry>>,
+    /// Each replica's superblock as its last completed write left it.
     pub(super) superblocks: Vec<Superblock>,
     pub(super) checkpoints: Vec<Option<Checkpoint>>,
     pub(super) replies: Vec<(u8, u128, u64, Vec<u8>)>,
@@ -84,10 +85,7 @@ impl Harness {
                     }
                 }
                 Effect::Persist { entry } => self.writes.push((from, entry)),
-                Effect::PersistView { superblock } => {
-                    self.view_writes.push((from, superblock.view));
-                    self.superblocks[usize::from(from)] = superblock;
-                }
+                Effect::PersistView { superblock } => self.view_writes.push((from, superblock)),
                 Effect::Commit { .. } => {}
                 Effect::Reply { client_id, request_number, reply } => {
                     self.replies.push((from, client_id, request_number, reply))
@@ -131,9 +129,10 @@ impl Harness {
             self.replicas[usize::from(replica)].on_prepare_persisted(entry.op, entry.checksum, &mut effects);
             self.absorb(replica, effects);
         }
-        for (replica, view) in std::mem::take(&mut self.view_writes) {
+        for (replica, superblock) in std::mem::take(&mut self.view_writes) {
             let mut effects = Vec::new();
-            self.replicas[usize::from(replica)].on_view_persisted(view, &mut effects);
+            self.superblocks[usize::from(replica)] = superblock;
+            self.replicas[usize::from(replica)].on_view_persisted(superblock.view, &mut effects);
             self.absorb(replica, effects);
         }
     }
@@ -161,8 +160,8 @@ impl Harness {
     /// Restarts a replica from its journal, superblock and checkpoint.
     pub(super) fn restart(&mut self, replica: u8, entries: Vec<Entry>) {
         let index = usize::from(replica);
-        let durable =
-            Durable { superblock: self.superblocks[index], checkpoint: self.checkpoints[index].clone(), entries };
+        let (superblock, checkpoint) = (self.superblocks[index], self.checkpoints[index].clone());
+        let durable = Durable { superblock, checkpoint, entries, damaged: false };
         let mut effects = Vec::new();
         let count = self.replicas.len() as u8;
         self.replicas[index] = Replica::open(replica, count, 99, options(), Counter::default(), durable, &mut effects);
@@ -376,7 +375,8 @@ fn view_change_steps_and_the_best_log_wins() {
     // before anything else, and nobody sends DoViewChange yet.
     assert_eq!(harness.replicas[2].status(), Status::ViewChange);
     assert_eq!(harness.sent(|m| matches!(m, Message::DoViewChange { .. })), 0);
-    assert_eq!(harness.view_writes, vec![(2, 1), (1, 1)]);
+    let views: Vec<(u8, u32)> = harness.view_writes.iter().map(|(replica, sb)| (*replica, sb.view)).collect();
+    assert_eq!(views, vec![(2, 1), (1, 1)]);
     let primary_view_write = harness.view_writes.pop().expect("replica 1's superblock write");
     harness.persist();
     assert_eq!(harness.sent(|m| matches!(m, Message::DoViewChange { .. })), 1);

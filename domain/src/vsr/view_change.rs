@@ -50,8 +50,8 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::ViewChange || self.do_view_change_sent || peers + 1 < self.quorum() {
             return;
         }
-        if self.view_durable < self.view {
-            self.request_persist_view(effects);
+        // The superblock write itself is emitted at the end of the handler (`sync_superblock`).
+        if self.superblock.view < self.view {
             return;
         }
         self.do_view_change_sent = true;
@@ -129,6 +129,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.status = Status::Normal;
         self.log_view = self.view;
+        self.log_view_head = (self.log.op(), self.log.op_checksum());
         // Every op a quorum member knew committed is in the best log; clamping to the head only
         // guards against a malformed vote.
         self.commit_max = self.commit_max.max(commit).min(self.log.op()).max(self.commit_min);
@@ -144,6 +145,8 @@ impl<S: StateMachine> Replica<S> {
         self.send(to, Message::StartView { view: self.view, log: self.log.suffix(self.commit_max) }, effects);
     }
 
+    /// Also taken by a recovering replica: the log of a started view is canonical, so adopting
+    /// it ends recovery (and repairs a damaged journal) as a quorum of recovery answers would.
     pub(super) fn on_start_view(&mut self, view: u32, log: LogSuffix, effects: &mut Vec<Effect>) {
         if view < self.view || (view == self.view && self.status == Status::Normal) {
             return;
@@ -157,17 +160,20 @@ impl<S: StateMachine> Replica<S> {
         if !self.log.adopt(anchor, (log.op, log.op_checksum), &log.entries) {
             return;
         }
+        self.leave_recovery();
+        self.damaged = false;
         self.view = view;
         self.status = Status::Normal;
         self.log_view = view;
+        self.log_view_head = (log.op, log.op_checksum);
         self.commit_max = self.commit_max.max(log.commit);
         self.start_view_change_from = 0;
         self.do_view_change_sent = false;
         self.do_view_changes.clear();
         self.prepare_oks.clear();
         self.prepare_ok_sent = 0;
-        // Acknowledgements in the new view wait for the view to be durable.
-        self.request_persist_view(effects);
+        // Acknowledgements in the new view wait until the superblock names its log, which it does
+        // once that log is durable (`sync_superblock`).
         self.start_normal_timeouts();
         self.after_log_change(effects);
     }

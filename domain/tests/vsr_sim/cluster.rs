@@ -65,6 +65,7 @@ pub struct Sim {
     replies: Vec<(u128, u64, Vec<u8>)>,
     pub trace: u64,
     pub crashes: u64,
+    pub cluster_crashes: u64,
     pub corruptions: u64,
     pub torn_writes: u64,
 }
@@ -96,6 +97,7 @@ impl Sim {
             replies: Vec::new(),
             trace: seed,
             crashes: 0,
+            cluster_crashes: 0,
             corruptions: 0,
             torn_writes: 0,
         }
@@ -226,8 +228,21 @@ impl Sim {
         self.trace(&[self.tick, 0xC0, replica as u64]);
     }
 
-    /// Reopens a replica from its storage; bit flips only hit entries another live replica holds
-    /// in memory and on disk, so no entry loses its last copy.
+    /// Power loss: every live replica crashes at once, losing its writes in flight (the last may
+    /// tear), and comes back after its own `down_ticks`.
+    pub fn crash_cluster(&mut self, mut down_ticks: impl FnMut(&mut Prng) -> u64) {
+        for replica in 0..self.replicas.len() {
+            if self.replicas[replica].is_some() {
+                let down = down_ticks(&mut self.faults_prng);
+                self.crash(replica, down);
+            }
+        }
+        self.cluster_crashes += 1;
+    }
+
+    /// Reopens a replica from its storage; bit flips only hit entries another normal replica
+    /// holds in memory and on disk, so no entry loses its last copy and a damaged replica (which
+    /// waits for a normal peer's log) can recover.
     pub fn restart(&mut self, replica: usize) {
         let corrupt_ppm = self.config.faults.corrupt_ppm;
         let held_elsewhere: BTreeSet<(u64, u128)> = self.storage[replica]
@@ -237,7 +252,9 @@ impl Sim {
                 (0..self.replicas.len()).any(|other| {
                     other != replica
                         && self.storage[other].holds(op, checksum)
-                        && self.replicas[other].as_ref().is_some_and(|node| node.has_entry(op, checksum))
+                        && self.replicas[other]
+                            .as_ref()
+                            .is_some_and(|node| node.status() == Status::Normal && node.has_entry(op, checksum))
                 })
             })
             .collect();

@@ -107,7 +107,10 @@ impl Storage {
             }
             entries.push(entry);
         }
-        let durable = Durable { superblock: self.superblock, checkpoint: self.checkpoint.clone(), entries };
+        // A frame that fails to decode in the middle of the journal is reported, as an adapter
+        // would: the replica must not trust the rest to hold everything it acknowledged.
+        let (superblock, checkpoint, damaged) = (self.superblock, self.checkpoint.clone(), corrupted > 0);
+        let durable = Durable { superblock, checkpoint, entries, damaged };
         (durable, corrupted)
     }
 }
