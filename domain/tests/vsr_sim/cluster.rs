@@ -21,6 +21,8 @@ pub struct Faults {
     pub partition_ppm: u64,
     /// Per-tick chance of a crash (within the budget of `f` unavailable replicas).
     pub crash_ppm: u64,
+    /// Per-tick chance that every replica crashes at once (a power loss), beyond any budget.
+    pub cluster_crash_ppm: u64,
     pub torn_ppm: u64,
     pub corrupt_ppm: u64,
     pub storage_delay_max_ticks: u64,
@@ -144,6 +146,33 @@ impl Sim {
             self.absorb(replica, effects);
         }
         self.clients_step(workload);
+        self.check_no_commit_lost();
+    }
+
+    /// When every replica is up and normal in one view, that view is the latest, so its primary
+    /// must hold every op any replica applied: a shorter or different log lost a committed op.
+    fn check_no_commit_lost(&self) {
+        let Some(Some(first)) = self.replicas.first() else { return };
+        let view = first.view();
+        let all_normal = self
+            .replicas
+            .iter()
+            .all(|node| node.as_ref().is_some_and(|n| n.status() == Status::Normal && n.view() == view));
+        let Some((&top, _)) = self.committed.last_key_value() else { return };
+        if !all_normal {
+            return;
+        }
+        let primary = self.replicas[first.primary_index(view) as usize].as_ref().expect("all up");
+        assert!(
+            primary.op() >= top,
+            "committed ops up to {top} lost: the primary of view {view} ends at op {}",
+            primary.op()
+        );
+        for (op, entry) in self.committed.range(primary.commit() + 1..) {
+            if let Some(held) = primary.log_entry(*op) {
+                assert_eq!(held.checksum, entry.checksum, "committed op {op} replaced in view {view}");
+            }
+        }
     }
 
     fn completed(&mut self, replica: usize, write: Write) {
@@ -283,6 +312,9 @@ impl Sim {
         let faults = self.config.faults;
         let replica_count = self.replicas.len();
         let f = (replica_count - 1) / 2;
+        if self.faults_prng.chance(faults.cluster_crash_ppm) {
+            self.crash_cluster(|prng| prng.range(1, 150));
+        }
         if (replica_count == 1 || self.unavailable() < f) && self.faults_prng.chance(faults.crash_ppm) {
             let replica = self.faults_prng.below(replica_count as u64) as usize;
             if self.replicas[replica].is_some() {
