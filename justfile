@@ -15,6 +15,11 @@ lint:
 fmt:
     cargo fmt --all
 
+# Deterministic simulation of VSR clusters (release build). `just sim` runs SEEDS seeds
+# (default 3000, a few minutes); `just sim <seed>` replays one seed.
+sim SEED="" SEEDS="3000":
+    if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim random_clusters -- --nocapture; else VSR_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim -- --nocapture; fi
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

@@ -31,6 +31,7 @@ const APPLICATION: &str = "rill-application";
 const SIM_ADAPTER: &str = "rill-adapter-sim";
 const BOOTSTRAP: &str = "rill-bootstrap";
 const TESTS: &str = "rill-tests";
+const SIMULATION: &str = "rill-simulation";
 const ADAPTER_PREFIX: &str = "rill-adapter-";
 
 fn workspace_root() -> PathBuf {
@@ -114,6 +115,8 @@ enum Layer {
     SimAdapter,
     Bootstrap,
     Tests,
+    /// Simulation runs: the domain on the simulated adapters.
+    Simulation,
 }
 
 fn layer_of(name: &str) -> Option<Layer> {
@@ -123,6 +126,7 @@ fn layer_of(name: &str) -> Option<Layer> {
         SIM_ADAPTER => Some(Layer::SimAdapter),
         BOOTSTRAP => Some(Layer::Bootstrap),
         TESTS => Some(Layer::Tests),
+        SIMULATION => Some(Layer::Simulation),
         _ if name.starts_with(ADAPTER_PREFIX) => Some(Layer::ProductionAdapter),
         _ => None,
     }
@@ -177,13 +181,17 @@ fn edge_violation(from: Layer, dependency: &Dependency, workspace: &BTreeSet<&st
             Some(_) => Some("adapters depend on rill-application and rill-domain only"),
         },
         Layer::Bootstrap => match to_layer {
-            Some(Layer::Tests) => Some("the composition root does not depend on the black-box tests"),
+            Some(Layer::Tests | Layer::Simulation) => Some("the composition root does not depend on the tests"),
             Some(Layer::SimAdapter) if !dev => Some("simulated adapters never ship in the server"),
             _ => None,
         },
         Layer::Tests if to.starts_with("rill-") => {
             Some("the tests are black-box: they drive the rill-server binary, not its crates")
         }
+        Layer::Simulation => match to_layer {
+            None | Some(Layer::Domain | Layer::Application | Layer::SimAdapter) => None,
+            Some(_) => Some("the simulation runs the domain on the simulated adapters only"),
+        },
         _ => None,
     }
 }
@@ -357,6 +365,7 @@ fn rules_catch_each_forbidden_edge() {
         package(SIM_ADAPTER, &[(APPLICATION, Normal), ("rill-adapter-clock", Dev), ("compio", Normal)]),
         package(BOOTSTRAP, &[("rill-adapter-clock", Normal), (DOMAIN, Normal), (SIM_ADAPTER, Normal), (TESTS, Dev)]),
         package(TESTS, &[("iggy", Normal), ("tokio", Normal), (BOOTSTRAP, Normal), ("rill-domain", Dev)]),
+        package(SIMULATION, &[(DOMAIN, Normal), (SIM_ADAPTER, Normal), (BOOTSTRAP, Dev)]),
         package("rill-extra", &[]),
     ];
     let found: BTreeSet<(String, String, DepKind)> =
@@ -375,6 +384,7 @@ fn rules_catch_each_forbidden_edge() {
         (BOOTSTRAP, TESTS, Dev),
         (TESTS, BOOTSTRAP, Normal),
         (TESTS, DOMAIN, Dev),
+        (SIMULATION, BOOTSTRAP, Dev),
         ("rill-extra", "?", Normal),
     ]
     .into_iter()

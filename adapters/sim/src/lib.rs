@@ -1,6 +1,7 @@
 //! Simulated adapters: in-memory storage that tells written bytes from durable ones and
 //! can crash, a manual clock, an in-process shard bus, shared metadata views and recorded
-//! pinning. Tests drive the use cases through these, without threads.
+//! pinning. Tests drive the use cases through these, without threads. `vsr` holds the
+//! seeded network and replica storage that the VSR cluster simulation runs on.
 
 mod bus;
 mod clock;
@@ -8,6 +9,7 @@ mod metadata;
 mod offload;
 mod pinning;
 mod storage;
+pub mod vsr;
 
 pub use bus::{LocalBus, LocalShards};
 pub use clock::ManualClock;

@@ -1,14 +1,16 @@
 //! The replica's durable state in `<data>/metadata/`: `journal.wal` (prepared entries, each
 //! a checksummed, hash-chained frame, appended and fsynced), `superblock` (the view the
-//! replica promised and a commit lower bound) and `checkpoint` (the applied state at an
+//! replica promised, the log view and head that name its durable log, a commit lower bound
+//! and whether the journal is damaged) and `checkpoint` (the applied state at an
 //! op). The last two are replaced atomically (write a temporary file, fsync, rename, fsync
 //! the directory). After a checkpoint is durable the journal is rewritten without the
 //! entries it covers, so the log stays bounded.
 //!
 //! Opening reads all three back. A torn last entry (a crash mid-append) is cut. A corrupt
 //! entry with more bytes after it is an error on a single node, where nothing could repair
-//! it; in a cluster it is reported, the journal is cut there, and the replica's recovery
-//! fetches what follows from its peers.
+//! it; in a cluster it is reported, the superblock declares the journal damaged (before the
+//! cut, so that no later start trusts the shorter journal), the journal is cut there, and the
+//! replica learns what follows from its peers instead of offering its own log.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,8 +20,13 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::ports::{Storage, StorageFile};
 
-const SUPERBLOCK_MAGIC: &[u8; 8] = b"RILLSB01";
-const SUPERBLOCK_SIZE: usize = 8 + 4 + 8 + 8;
+const SUPERBLOCK_MAGIC: &[u8; 8] = b"RILLSB02";
+/// Magic, view, log view, commit, head op, head checksum, damaged flag, xxh3-64 of the rest.
+const SUPERBLOCK_SIZE: usize = 8 + 4 + 4 + 8 + 8 + 16 + 1 + 8;
+/// The first format (magic, view, commit, xxh3-64): it named no log, so a start from it
+/// treats the journal as damaged and learns the log from its peers.
+const SUPERBLOCK_V1_MAGIC: &[u8; 8] = b"RILLSB01";
+const SUPERBLOCK_V1_SIZE: usize = 8 + 4 + 8 + 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -45,21 +52,38 @@ fn encode_superblock(superblock: &Superblock) -> Vec<u8> {
     let mut out = Vec::with_capacity(SUPERBLOCK_SIZE);
     out.extend_from_slice(SUPERBLOCK_MAGIC);
     out.extend_from_slice(&superblock.view.to_le_bytes());
+    out.extend_from_slice(&superblock.log_view.to_le_bytes());
     out.extend_from_slice(&superblock.commit.to_le_bytes());
+    out.extend_from_slice(&superblock.head_op.to_le_bytes());
+    out.extend_from_slice(&superblock.head_checksum.to_le_bytes());
+    out.push(u8::from(superblock.damaged));
     let checksum = xxh3_64(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
     out
 }
 
 fn decode_superblock(bytes: &[u8]) -> Option<Superblock> {
-    if bytes.len() != SUPERBLOCK_SIZE || &bytes[..8] != SUPERBLOCK_MAGIC {
+    let (magic, body) = (bytes.get(..8)?, bytes.len().checked_sub(8)?);
+    let checksum = u64::from_le_bytes(bytes[body..].try_into().ok()?);
+    if xxh3_64(&bytes[..body]) != checksum {
         return None;
     }
-    let checksum = u64::from_le_bytes(bytes[20..28].try_into().ok()?);
-    (xxh3_64(&bytes[..20]) == checksum).then(|| Superblock {
-        view: u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default()),
-        commit: u64::from_le_bytes(bytes[12..20].try_into().unwrap_or_default()),
-    })
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default());
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default());
+    match (magic, bytes.len()) {
+        (m, SUPERBLOCK_SIZE) if m == SUPERBLOCK_MAGIC && bytes[48] <= 1 => Some(Superblock {
+            view: u32_at(8),
+            log_view: u32_at(12),
+            commit: u64_at(16),
+            head_op: u64_at(24),
+            head_checksum: u128::from_le_bytes(bytes[32..48].try_into().unwrap_or_default()),
+            damaged: bytes[48] == 1,
+        }),
+        (m, SUPERBLOCK_V1_SIZE) if m == SUPERBLOCK_V1_MAGIC => {
+            Some(Superblock { view: u32_at(8), commit: u64_at(12), damaged: true, ..Superblock::default() })
+        }
+        _ => None,
+    }
 }
 
 /// The entries of a journal image, and where the last intact one ends.
@@ -131,7 +155,7 @@ impl<S: Storage> VsrJournal<S> {
         };
         storage.create_dir_all(dir).await.map_err(io_error(dir))?;
         let superblock_path = dir.join("superblock");
-        let superblock = match read_all(storage, &superblock_path).await.map_err(io_error(&superblock_path))? {
+        let mut superblock = match read_all(storage, &superblock_path).await.map_err(io_error(&superblock_path))? {
             None => Superblock::default(),
             Some(bytes) => decode_superblock(&bytes).ok_or_else(|| JournalError::Damaged {
                 path: superblock_path.clone(),
@@ -159,6 +183,13 @@ impl<S: Storage> VsrJournal<S> {
                 return Err(error);
             }
             tracing::error!(%error, "cutting the journal at the corrupt entry; peers supply what follows");
+            // Before the cut: once it is done, nothing else would tell a later start that the
+            // journal may lack entries this replica acknowledged.
+            if !superblock.damaged {
+                superblock.damaged = true;
+                let bytes = encode_superblock(&superblock);
+                replace_file(storage, dir, "superblock", bytes).await.map_err(io_error(&superblock_path))?;
+            }
         }
         if scan.intact_len < bytes.len() {
             let cut = bytes.len() - scan.intact_len;
@@ -263,13 +294,22 @@ mod tests {
 
     #[test]
     fn superblocks_round_trip_and_damage_is_detected() {
-        let superblock = Superblock { view: 7, commit: 42 };
+        let superblock =
+            Superblock { view: 7, log_view: 6, commit: 42, head_op: 40, head_checksum: u128::MAX - 3, damaged: true };
         let bytes = encode_superblock(&superblock);
+        assert_eq!(bytes.len(), SUPERBLOCK_SIZE);
         assert_eq!(decode_superblock(&bytes), Some(superblock));
         for position in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[position] ^= 0x10;
             assert_eq!(decode_superblock(&damaged), None, "byte {position}");
         }
+        // The first format named no log: its journal is not trusted in a cluster.
+        let mut v1 = SUPERBLOCK_V1_MAGIC.to_vec();
+        v1.extend_from_slice(&7u32.to_le_bytes());
+        v1.extend_from_slice(&42u64.to_le_bytes());
+        v1.extend_from_slice(&xxh3_64(&v1).to_le_bytes());
+        let expected = Superblock { view: 7, commit: 42, damaged: true, ..Superblock::default() };
+        assert_eq!(decode_superblock(&v1), Some(expected));
     }
 }

@@ -123,6 +123,11 @@ pub struct Superblock {
     /// prepared in `log_view`. Op 0 (with [`super::ROOT_CHECKSUM`]) for a fresh replica.
     pub head_op: u64,
     pub head_checksum: u128,
+    /// The journal may lack entries this replica acknowledged (a corrupt entry was cut from it):
+    /// the log named above must not be offered in a view change. An adapter that cuts a
+    /// corrupt entry sets it, durably, before cutting; the replica clears it once it has adopted
+    /// a peer's log and made it durable.
+    pub damaged: bool,
 }
 
 /// What an adapter read back after a restart, handed to [`super::Replica::open`].
@@ -133,9 +138,6 @@ pub struct Durable {
     pub checkpoint: Option<Checkpoint>,
     /// Every journal entry that decoded, in the order written (a later copy of an op wins).
     pub entries: Vec<Entry>,
-    /// A frame other than the torn tail failed to decode: entries this replica acknowledged may
-    /// be missing, so it must learn the log from its peers instead of offering its own.
-    pub damaged: bool,
 }
 
 /// What the replica asks its caller to do. The caller drains the buffer after every call.

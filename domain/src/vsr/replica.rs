@@ -60,8 +60,9 @@ pub struct Replica<S> {
     pub(super) superblock: Superblock,
     /// The superblock write in flight, if any (at most one at a time).
     pub(super) superblock_writing: Option<Superblock>,
-    /// The journal read back at `open` may lack entries this replica acknowledged, so it must not
-    /// offer its log in a view change until a peer's log replaced it.
+    /// The journal read back at `open` may lack entries this replica acknowledged (the superblock
+    /// says so, or the log it names has a gap), so it must not offer its log in a view change
+    /// until a peer's log replaced it.
     pub(super) damaged: bool,
     pub(super) log: Log,
     /// Applied prefix: the last op applied to the state machine, its checksum and timestamp.
@@ -103,8 +104,8 @@ impl<S: StateMachine> Replica<S> {
     /// A replica restarted from what its journal, checkpoint and superblock held. It rebuilds the
     /// log the superblock names, then runs the recovery protocol (a fresh nonce, `f + 1` answers
     /// including the primary's). If that cannot complete (peers recover too, or time runs out),
-    /// it offers its durable log in a view change instead, unless `durable.damaged`. A
-    /// single-replica cluster has no one to ask and trusts its own journal.
+    /// it offers its durable log in a view change instead, unless the superblock says the journal
+    /// is damaged. A single-replica cluster has no one to ask and trusts its own journal.
     pub fn open(
         replica: u8,
         replica_count: u8,
@@ -124,7 +125,8 @@ impl<S: StateMachine> Replica<S> {
         this.log_view_head = (superblock.head_op, superblock.head_checksum);
         this.commit_max = this.commit_min.max(superblock.commit);
         let whole = this.reopen_log(durable.entries);
-        this.damaged = durable.damaged || !whole;
+        // A single replica has no one to learn a log from: it trusts its journal.
+        this.damaged = replica_count > 1 && (superblock.damaged || !whole);
         // Without peers there is no one to ask, and no one who could have moved on.
         if replica_count == 1 {
             this.recover_alone(effects);

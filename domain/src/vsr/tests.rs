@@ -161,7 +161,7 @@ impl Harness {
     pub(super) fn restart(&mut self, replica: u8, entries: Vec<Entry>) {
         let index = usize::from(replica);
         let (superblock, checkpoint) = (self.superblocks[index], self.checkpoints[index].clone());
-        let durable = Durable { superblock, checkpoint, entries, damaged: false };
+        let durable = Durable { superblock, checkpoint, entries };
         let mut effects = Vec::new();
         let count = self.replicas.len() as u8;
         self.replicas[index] = Replica::open(replica, count, 99, options(), Counter::default(), durable, &mut effects);

@@ -1,6 +1,7 @@
 //! Unit tests of restarts beyond the recovery budget: a whole cluster restarted at once agrees
 //! on a view from its durable logs and keeps every committed op; the log a restart rebuilds
-//! ignores stale entries above the head its log view began with; a damaged journal never votes;
+//! ignores stale entries above the head its log view began with; a damaged journal never votes
+//! and is declared in the superblock until a peer's log replaces it;
 //! a restarted replica never votes in a view it promised before; and a backup acknowledges in a
 //! new view only once its superblock names that view's durable log.
 
@@ -99,13 +100,11 @@ fn a_damaged_journal_waits_for_a_peers_log_instead_of_voting() {
     let mut harness = Harness::new(3, options());
     commit_ops(&mut harness, 1, 4);
     restart_all(&mut harness);
-    // Replica 2's journal lost a frame in the middle: it may lack an op it acknowledged.
-    let durable = Durable {
-        superblock: harness.superblocks[2],
-        checkpoint: None,
-        entries: harness.journal[2].iter().filter(|entry| entry.op != 2).cloned().collect(),
-        damaged: true,
-    };
+    // Replica 2's journal had a corrupt frame in the middle, which its adapter cut after
+    // declaring the journal damaged: it may lack an op it acknowledged.
+    let superblock = Superblock { damaged: true, ..harness.superblocks[2] };
+    let entries = harness.journal[2].iter().filter(|entry| entry.op < 2).cloned().collect();
+    let durable = Durable { superblock, checkpoint: None, entries };
     let mut effects = Vec::new();
     harness.replicas[2] = Replica::open(2, 3, 5, options(), Counter::default(), durable, &mut effects);
     harness.absorb(2, effects);
@@ -118,6 +117,26 @@ fn a_damaged_journal_waits_for_a_peers_log_instead_of_voting() {
     harness.tick(options().heartbeat_ticks + options().repair_timeout_ticks);
     assert_eq!(harness.replicas[2].log_entry(2), harness.replicas[1].log_entry(2), "op 2 repaired");
     assert_eq!(harness.replicas[2].state_machine().total, 4);
+    assert!(!harness.superblocks[2].damaged, "declared whole once the adopted log was durable");
+}
+
+#[test]
+fn a_gap_in_the_rebuilt_log_is_declared_in_the_superblock() {
+    let mut harness = Harness::new(3, options());
+    commit_ops(&mut harness, 1, 4);
+    // The superblock names op 4 as the head of its log, but op 2 is missing below it: a frame
+    // the adapter did not report. (A gap above the named head looks like a lost tail.)
+    let head = harness.journal[2].iter().find(|entry| entry.op == 4).expect("op 4").checksum;
+    harness.superblocks[2] = Superblock { head_op: 4, head_checksum: head, ..harness.superblocks[2] };
+    let journal = harness.journal[2].iter().filter(|entry| entry.op != 2).cloned().collect();
+    harness.isolated[2] = true;
+    harness.restart(2, journal);
+    assert!(harness.replicas[2].is_damaged());
+    harness.persist();
+    assert!(harness.superblocks[2].damaged, "a later restart must know it too");
+    // Cut off, it times out but never starts a view change with that log.
+    harness.tick(3 * options().view_change_status_timeout_ticks);
+    assert_eq!(harness.replicas[2].status(), Status::Recovering);
 }
 
 #[test]
@@ -125,7 +144,7 @@ fn a_restarted_replica_votes_only_above_the_view_it_promised() {
     let mut harness = Harness::new(3, options());
     commit_ops(&mut harness, 1, 2);
     let superblock = Superblock { view: 5, ..harness.superblocks[2] };
-    let durable = Durable { superblock, checkpoint: None, entries: harness.journal[2].clone(), damaged: false };
+    let durable = Durable { superblock, checkpoint: None, entries: harness.journal[2].clone() };
     let mut effects = Vec::new();
     let mut replica = Replica::open(2, 3, 5, options(), Counter::default(), durable, &mut effects);
     for (view, joins) in [(4, false), (5, false), (6, true)] {

@@ -4,12 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rill_adapter_sim::vsr::{Network, NetworkFaults, Packet, Payload, Prng, ReplicaStorage, StorageWrite};
 use rill_domain::vsr::{Effect, Entry, Message, Options, Replica, StateMachine, Status};
 
-use super::model::{Kv, body};
-use super::network::{Network, NetworkFaults, Packet, Payload};
-use super::prng::Prng;
-use super::storage::{Storage, Write};
+use crate::model::{Kv, body};
 
 /// Ticks a client waits for a reply before it tries the next replica.
 const CLIENT_TIMEOUT_TICKS: u64 = 40;
@@ -50,7 +48,7 @@ pub struct Sim {
     pub config: Config,
     pub tick: u64,
     pub replicas: Vec<Option<Replica<Kv>>>,
-    pub storage: Vec<Storage>,
+    pub storage: Vec<ReplicaStorage>,
     pub network: Network,
     down_until: Vec<u64>,
     lifetimes: Vec<u64>,
@@ -78,7 +76,8 @@ impl Sim {
         let seed = config.seed;
         let replicas = (0..config.replica_count)
             .map(|r| Some(Replica::new(r, config.replica_count, seed, config.options, Kv::default())));
-        let storage = (0..config.replica_count).map(|r| Storage::new(seed, r, config.faults.storage_delay_max_ticks));
+        let storage =
+            (0..config.replica_count).map(|r| ReplicaStorage::new(seed, r, config.faults.storage_delay_max_ticks));
         let clients =
             (0..config.clients).map(|i| Client { id: 1000 + i as u128, request_number: 0, in_flight: None, target: 0 });
         Self {
@@ -175,12 +174,12 @@ impl Sim {
         }
     }
 
-    fn completed(&mut self, replica: usize, write: Write) {
+    fn completed(&mut self, replica: usize, write: StorageWrite) {
         let mut effects = Vec::new();
         let Some(node) = self.replicas[replica].as_mut() else { return };
         match write {
-            Write::Entry(entry) => node.on_prepare_persisted(entry.op, entry.checksum, &mut effects),
-            Write::View(superblock) => node.on_view_persisted(superblock.view, &mut effects),
+            StorageWrite::Entry(entry) => node.on_prepare_persisted(entry.op, entry.checksum, &mut effects),
+            StorageWrite::View(superblock) => node.on_view_persisted(superblock.view, &mut effects),
         }
         self.absorb(replica, effects);
     }
@@ -218,8 +217,10 @@ impl Sim {
                 Effect::Send { to, message } => {
                     self.network.send(self.tick, replica, usize::from(to), Payload::Replica(message))
                 }
-                Effect::Persist { entry } => self.storage[replica].submit(self.tick, Write::Entry(entry)),
-                Effect::PersistView { superblock } => self.storage[replica].submit(self.tick, Write::View(superblock)),
+                Effect::Persist { entry } => self.storage[replica].submit(self.tick, StorageWrite::Entry(entry)),
+                Effect::PersistView { superblock } => {
+                    self.storage[replica].submit(self.tick, StorageWrite::View(superblock))
+                }
                 Effect::Commit { op, entry } => self.check_commit(replica, op, entry),
                 Effect::Reply { client_id, request_number, reply } => {
                     let to = replica_count + (client_id - 1000) as usize;
@@ -303,9 +304,12 @@ impl Sim {
         self.absorb(replica, effects);
     }
 
+    /// Replicas down, recovering, or with a journal declared damaged (which could not vote after
+    /// a power loss): random crashes keep this within `f`.
     fn unavailable(&self) -> usize {
         let recovering = |node: &Option<Replica<Kv>>| node.as_ref().is_none_or(|n| n.status() == Status::Recovering);
-        self.replicas.iter().filter(|node| recovering(node)).count()
+        let damaged = |replica: usize| self.storage[replica].superblock().damaged;
+        (0..self.replicas.len()).filter(|&replica| recovering(&self.replicas[replica]) || damaged(replica)).count()
     }
 
     fn random_faults(&mut self) {

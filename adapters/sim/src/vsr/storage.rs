@@ -1,24 +1,26 @@
-//! Simulated storage for one replica: journal writes complete after a seeded delay, a crash loses
-//! the writes still in flight and may leave a torn frame behind, and reading the journal back
-//! after a restart may flip a bit in a frame (the codec must reject it).
+//! Simulated storage for one replica: journal and superblock writes complete after a seeded
+//! delay (journal writes in any order), a crash loses the writes still in flight and may leave a
+//! torn frame behind, and reading the journal back after a restart may flip a bit in a frame
+//! (the codec must reject it, and the read reports the journal as damaged).
 
 use std::collections::BTreeSet;
 
 use rill_domain::vsr::{Checkpoint, Durable, Entry, Superblock};
 
-use super::prng::Prng;
+use super::Prng;
 
 #[derive(Debug, Clone)]
-pub enum Write {
+pub enum StorageWrite {
     Entry(Entry),
     View(Superblock),
 }
 
-pub struct Storage {
+#[derive(Debug)]
+pub struct ReplicaStorage {
     /// Durable journal frames in write order (`metadata/journal.wal`).
     journal: Vec<Vec<u8>>,
     durable: BTreeSet<(u64, u128)>,
-    pending: Vec<(u64, Write)>,
+    pending: Vec<(u64, StorageWrite)>,
     superblock: Superblock,
     /// Written synchronously: the simulator keeps the whole journal, so a lost checkpoint would
     /// only mean a longer replay, and the replica does not wait for it.
@@ -27,7 +29,7 @@ pub struct Storage {
     pub delay_max_ticks: u64,
 }
 
-impl Storage {
+impl ReplicaStorage {
     pub fn new(seed: u64, replica: u8, delay_max_ticks: u64) -> Self {
         let prng = Prng::stream(seed, &format!("storage-{replica}"));
         Self {
@@ -41,22 +43,22 @@ impl Storage {
         }
     }
 
-    pub fn submit(&mut self, tick: u64, write: Write) {
+    pub fn submit(&mut self, tick: u64, write: StorageWrite) {
         let done = tick + self.prng.range(1, self.delay_max_ticks);
         self.pending.push((done, write));
     }
 
     /// Writes that completed by `tick`, now durable, in submission order.
-    pub fn complete(&mut self, tick: u64) -> Vec<Write> {
+    pub fn complete(&mut self, tick: u64) -> Vec<StorageWrite> {
         let (done, pending): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _)| *at <= tick);
         self.pending = pending;
         for (_, write) in &done {
             match write {
-                Write::Entry(entry) => {
+                StorageWrite::Entry(entry) => {
                     self.journal.push(entry.encode());
                     self.durable.insert((entry.op, entry.checksum));
                 }
-                Write::View(superblock) => self.superblock = *superblock,
+                StorageWrite::View(superblock) => self.superblock = *superblock,
             }
         }
         done.into_iter().map(|(_, write)| write).collect()
@@ -77,8 +79,8 @@ impl Storage {
     pub fn crash(&mut self, torn_ppm: u64) -> bool {
         let pending = std::mem::take(&mut self.pending);
         let last = pending.iter().rev().find_map(|(_, write)| match write {
-            Write::Entry(entry) => Some(entry.encode()),
-            Write::View(_) => None,
+            StorageWrite::Entry(entry) => Some(entry.encode()),
+            StorageWrite::View(_) => None,
         });
         if let Some(frame) = last
             && self.prng.chance(torn_ppm)
@@ -91,7 +93,8 @@ impl Storage {
     }
 
     /// Reads everything back for `Replica::open`. A frame for which `may_corrupt` allows it
-    /// gets a bit flipped with probability `corrupt_ppm`, and must then fail to decode.
+    /// gets a bit flipped with probability `corrupt_ppm`, and must then fail to decode; the
+    /// journal is then declared damaged. Returns how many frames were corrupted.
     pub fn read(&mut self, corrupt_ppm: u64, may_corrupt: impl Fn(u64, u128) -> bool) -> (Durable, usize) {
         let mut entries = Vec::new();
         let mut corrupted = 0;
@@ -107,10 +110,18 @@ impl Storage {
             }
             entries.push(entry);
         }
-        // A frame that fails to decode in the middle of the journal is reported, as an adapter
-        // would: the replica must not trust the rest to hold everything it acknowledged.
-        let (superblock, checkpoint, damaged) = (self.superblock, self.checkpoint.clone(), corrupted > 0);
-        let durable = Durable { superblock, checkpoint, entries, damaged };
+        // As an adapter does before it cuts a corrupt entry, declare the journal damaged in the
+        // superblock, durably: it may lack entries the replica acknowledged, now and at every
+        // later restart, until the replica names a log it adopted from a peer.
+        if corrupted > 0 {
+            self.superblock.damaged = true;
+        }
+        let durable = Durable { superblock: self.superblock, checkpoint: self.checkpoint.clone(), entries };
         (durable, corrupted)
+    }
+
+    /// The superblock as durable now.
+    pub fn superblock(&self) -> Superblock {
+        self.superblock
     }
 }

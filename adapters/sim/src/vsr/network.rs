@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rill_domain::vsr::Message;
 
-use super::prng::Prng;
+use super::Prng;
 
 #[derive(Debug, Clone)]
 pub enum Payload {
@@ -29,6 +29,7 @@ pub struct NetworkFaults {
     pub latency_max_ticks: u64,
 }
 
+#[derive(Debug)]
 pub struct Network {
     /// Packets by (delivery tick, send sequence): deterministic order, reordered by latency.
     queue: BTreeMap<(u64, u64), Packet>,

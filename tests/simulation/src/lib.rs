@@ -1,0 +1,9 @@
+//! Deterministic simulation of VSR clusters: `rill_domain::vsr` replicas run on the simulated
+//! network and storage of `rill_adapter_sim::vsr`, with seeded faults and client workloads.
+//! `cluster` steps a cluster one tick at a time and checks it as it goes, `model` is the state
+//! machine and its sequential replay, and `runner` draws a seed's configuration, runs it to
+//! convergence and names the seed when it fails. The runs are in `tests/vsr_sim.rs`.
+
+pub mod cluster;
+pub mod model;
+pub mod runner;
