@@ -298,8 +298,9 @@ impl<S: StateMachine> Replica<S> {
     fn dispatch(&mut self, message: Message, effects: &mut Vec<Effect>) {
         // A recovering replica acknowledges nothing, since it may have missed what it would
         // acknowledge. It serves repairs (the asker checks the checksum), keeps repairs it gets,
-        // adopts a new primary's log, and joins a view change above its superblock's view when
-        // its journal is whole (it then holds every op it ever acknowledged).
+        // adopts a primary's log (asking for it when it hears one), and joins a view change
+        // above its superblock's view when its journal is whole (it then holds every op it
+        // ever acknowledged).
         if self.status == Status::Recovering {
             match message {
                 Message::RecoveryResponse { view, replica, nonce, log } => {
@@ -310,6 +311,11 @@ impl<S: StateMachine> Replica<S> {
                 }
                 Message::Repair { entries, .. } => self.on_repair(entries, effects),
                 Message::Recovery { replica, .. } => self.on_peer_recovering(replica, effects),
+                // A primary is at work in a view this replica never promised against: its log
+                // is canonical, and asking for it needs no quorum of normal replicas.
+                Message::Prepare { view, .. } | Message::Commit { view, .. } if view >= self.view => {
+                    self.request_start_view(view, effects)
+                }
                 Message::StartView { view, log } => self.on_start_view(view, log, effects),
                 Message::StartViewChange { view, replica } if self.may_abandon_recovery(view) => {
                     self.abandon_recovery(view, effects);

@@ -1,9 +1,10 @@
 //! Unit tests of restarts beyond the recovery budget: a whole cluster restarted at once agrees
 //! on a view from its durable logs and keeps every committed op; the log a restart rebuilds
 //! ignores stale entries above the head its log view began with; a damaged journal never votes
-//! and is declared in the superblock until a peer's log replaces it;
-//! a restarted replica never votes in a view it promised before; and a backup acknowledges in a
-//! new view only once its superblock names that view's durable log.
+//! and is declared in the superblock until a peer's log replaces it; a recovering replica asks
+//! a primary it hears for its log; a restarted replica never votes in a view it promised
+//! before; and a backup acknowledges in a new view only once its superblock names that view's
+//! durable log.
 
 use super::tests::{Counter, Harness, commit_ops, options};
 use super::*;
@@ -198,4 +199,25 @@ fn a_backup_acknowledges_in_a_new_view_only_once_its_superblock_names_the_view()
     assert!(!acked_before_named, "a PrepareOk in view 1 left before the superblock named view 1");
     let named = harness.superblocks[2];
     assert_eq!((named.view, named.log_view, named.head_op), (1, 1, 3));
+}
+
+#[test]
+fn a_recovering_replica_asks_a_primary_it_hears_for_its_log() {
+    let mut harness = Harness::new(3, options());
+    commit_ops(&mut harness, 1, 3);
+    // Replica 1 is gone, so no quorum of normal replicas can answer a recovery; replica 2's
+    // journal is damaged, so it may not start a view change either.
+    harness.isolated[1] = true;
+    let superblock = Superblock { damaged: true, ..harness.superblocks[2] };
+    let durable = Durable { superblock, checkpoint: None, entries: harness.journal[2].clone() };
+    let mut effects = Vec::new();
+    harness.replicas[2] = Replica::open(2, 3, 5, options(), Counter::default(), durable, &mut effects);
+    harness.absorb(2, effects);
+    // The primary's heartbeat reaches it: it asks for the view's log and adopts it.
+    harness.tick(options().heartbeat_ticks);
+    let replica = &harness.replicas[2];
+    assert_eq!((replica.status(), replica.view(), replica.commit()), (Status::Normal, 0, 3));
+    assert!(!replica.is_damaged());
+    harness.tick(1);
+    assert!(!harness.superblocks[2].damaged);
 }

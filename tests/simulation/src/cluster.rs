@@ -272,9 +272,15 @@ impl Sim {
 
     /// Reopens a replica from its storage; bit flips only hit entries another normal replica
     /// holds in memory and on disk, so no entry loses its last copy and a damaged replica (which
-    /// waits for a normal peer's log) can recover.
+    /// waits for a normal peer's log) can recover, and only while fewer than `f` other journals
+    /// are damaged.
     pub fn restart(&mut self, replica: usize) {
-        let corrupt_ppm = self.config.faults.corrupt_ppm;
+        // At most `f` journals may be damaged at once: after a power loss, only replicas with
+        // whole journals can vote, and a quorum of them is needed.
+        let f = (self.replicas.len() - 1) / 2;
+        let damaged_elsewhere =
+            (0..self.replicas.len()).filter(|&r| r != replica && self.storage[r].superblock().damaged);
+        let corrupt_ppm = if damaged_elsewhere.count() < f { self.config.faults.corrupt_ppm } else { 0 };
         let held_elsewhere: BTreeSet<(u64, u128)> = self.storage[replica]
             .keys()
             .into_iter()
