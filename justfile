@@ -16,8 +16,8 @@ fmt:
     cargo fmt --all
 
 # Deterministic simulation of VSR clusters (release build). `just sim` runs SEEDS seeds
-# (default 3000, a few minutes); `just sim <seed>` replays one seed.
-sim SEED="" SEEDS="3000":
+# (default 50000, about three minutes on 2 cores); `just sim <seed>` replays one seed.
+sim SEED="" SEEDS="50000":
     if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim random_clusters -- --nocapture; else VSR_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim -- --nocapture; fi
 
 # Dependency edges, `//!` headers and file sizes.

@@ -38,3 +38,8 @@ FOUNDATION="--test messages --test streams_topics --test offsets --test system -
 for transport in quic websocket tcp-tls http; do
     RILL_TEST_TRANSPORT=$transport cargo test -p rill-tests $FOUNDATION --no-fail-fast
 done
+
+# The deterministic VSR simulator in release mode for a fixed budget (about three minutes
+# here): clusters of 1, 3 and 5 replicas under seeded network, storage and crash faults.
+# A failing seed prints itself and `just sim <seed>` to replay it.
+VSR_SEEDS=50000 cargo test --release -p rill-simulation --test vsr_sim -- --nocapture
