@@ -23,6 +23,8 @@ pub struct Faults {
     pub cluster_crash_ppm: u64,
     pub torn_ppm: u64,
     pub corrupt_ppm: u64,
+    /// Per completed journal write, the chance that it lands on an earlier frame instead.
+    pub misdirect_ppm: u64,
     pub storage_delay_max_ticks: u64,
 }
 
@@ -56,6 +58,8 @@ pub struct Sim {
     faults_prng: Prng,
     workload_prng: Prng,
     partition_until: u64,
+    /// A misdirected write a scenario scripted, per replica: the frame the next write lands on.
+    scripted_misdirect: Vec<Option<usize>>,
     /// Every op some replica applied, with its entry: all replicas must agree on it.
     pub committed: BTreeMap<u64, Entry>,
     /// Per replica, the last op applied and the highest view seen in the current lifetime.
@@ -68,6 +72,7 @@ pub struct Sim {
     pub cluster_crashes: u64,
     pub corruptions: u64,
     pub torn_writes: u64,
+    pub misdirects: u64,
 }
 
 impl Sim {
@@ -92,6 +97,7 @@ impl Sim {
             faults_prng: Prng::stream(seed, "faults"),
             workload_prng: Prng::stream(seed, "workload"),
             partition_until: 0,
+            scripted_misdirect: vec![None; count],
             committed: BTreeMap::new(),
             last_applied: vec![0; count],
             max_view: vec![0; count],
@@ -101,6 +107,7 @@ impl Sim {
             cluster_crashes: 0,
             corruptions: 0,
             torn_writes: 0,
+            misdirects: 0,
         }
     }
 
@@ -128,7 +135,8 @@ impl Sim {
         }
         for replica in 0..self.replicas.len() {
             if self.replicas[replica].is_some() {
-                let done = self.storage[replica].complete(self.tick);
+                let misdirect = self.draw_misdirect(replica);
+                let done = self.storage[replica].complete(self.tick, misdirect);
                 for write in done {
                     self.completed(replica, write);
                 }
@@ -270,28 +278,69 @@ impl Sim {
         self.cluster_crashes += 1;
     }
 
+    /// Whether replica `other` holds this exact entry on disk and, normal, in memory.
+    fn holds_intact(&self, other: usize, op: u64, checksum: u128) -> bool {
+        self.storage[other].holds(op, checksum)
+            && self.replicas[other]
+                .as_ref()
+                .is_some_and(|node| node.status() == Status::Normal && node.has_entry(op, checksum))
+    }
+
+    /// A storage fault may damage the journal of `replica` only while fewer than `f` other
+    /// journals are damaged: after a power loss, only replicas with whole journals can vote, and
+    /// a quorum of them is needed.
+    fn may_damage_journal(&self, replica: usize) -> bool {
+        let f = (self.replicas.len() - 1) / 2;
+        let damaged_elsewhere = (0..self.replicas.len()).filter(|&r| r != replica && self.storage[r].damaged());
+        damaged_elsewhere.count() < f
+    }
+
+    /// Whether a write on `replica` is misdirected now, and onto which frame. The frame it
+    /// destroys must hold nothing (a torn tail) or an entry another normal replica holds on disk
+    /// and in memory, so that no entry loses its last copy and the replica can learn it back.
+    /// That entry must also lie at or below the head the durable superblock names (or the
+    /// checkpoint): a restart then finds the chain broken and declares the journal damaged. A
+    /// hole above the head cannot be told from writes lost in flight (see the limits in
+    /// `docs/vsr.md`), and the replica would vote with a log that lacks what it acknowledged.
+    fn draw_misdirect(&mut self, replica: usize) -> Option<usize> {
+        if self.storage[replica].entry_write_due(self.tick)
+            && let Some(victim) = self.scripted_misdirect[replica].take()
+        {
+            self.misdirects += 1;
+            return Some(victim);
+        }
+        let (victim, lost) = self.storage[replica].draw_misdirect(self.tick, self.config.faults.misdirect_ppm)?;
+        let others = (0..self.replicas.len()).filter(|&other| other != replica);
+        let storage = &self.storage[replica];
+        let seen = storage.superblock().head_op.max(storage.checkpoint.as_ref().map_or(0, |c| c.op));
+        let spare = |(op, checksum)| op <= seen && others.clone().any(|other| self.holds_intact(other, op, checksum));
+        if !self.may_damage_journal(replica) || !lost.is_none_or(spare) {
+            return None;
+        }
+        self.misdirects += 1;
+        self.trace(&[self.tick, 0x3D, replica as u64, victim as u64]);
+        Some(victim)
+    }
+
+    /// Scripts a misdirected write on `replica` (whatever the budget says): its next journal
+    /// write to complete lands on the frame of its copy of committed op `op`.
+    pub fn misdirect(&mut self, replica: usize, op: u64) {
+        let checksum = self.committed[&op].checksum;
+        let victim = self.storage[replica].frame_of(op, checksum).expect("the replica holds the op");
+        self.scripted_misdirect[replica] = Some(victim);
+    }
+
     /// Reopens a replica from its storage; bit flips only hit entries another normal replica
     /// holds in memory and on disk, so no entry loses its last copy and a damaged replica (which
     /// waits for a normal peer's log) can recover, and only while fewer than `f` other journals
     /// are damaged.
     pub fn restart(&mut self, replica: usize) {
-        // At most `f` journals may be damaged at once: after a power loss, only replicas with
-        // whole journals can vote, and a quorum of them is needed.
-        let f = (self.replicas.len() - 1) / 2;
-        let damaged_elsewhere =
-            (0..self.replicas.len()).filter(|&r| r != replica && self.storage[r].superblock().damaged);
-        let corrupt_ppm = if damaged_elsewhere.count() < f { self.config.faults.corrupt_ppm } else { 0 };
+        let corrupt_ppm = if self.may_damage_journal(replica) { self.config.faults.corrupt_ppm } else { 0 };
         let held_elsewhere: BTreeSet<(u64, u128)> = self.storage[replica]
             .keys()
             .into_iter()
             .filter(|&(op, checksum)| {
-                (0..self.replicas.len()).any(|other| {
-                    other != replica
-                        && self.storage[other].holds(op, checksum)
-                        && self.replicas[other]
-                            .as_ref()
-                            .is_some_and(|node| node.status() == Status::Normal && node.has_entry(op, checksum))
-                })
+                (0..self.replicas.len()).any(|o| o != replica && self.holds_intact(o, op, checksum))
             })
             .collect();
         let may_corrupt = |op: u64, checksum: u128| held_elsewhere.contains(&(op, checksum));

@@ -47,6 +47,7 @@ pub fn swarm(seed: u64) -> Config {
         cluster_crash_ppm: prng.pick(&[0, 0, 300, 1_000]),
         torn_ppm: prng.pick(&[0, 500_000, 1_000_000]),
         corrupt_ppm: prng.pick(&[0, 50_000, 200_000]),
+        misdirect_ppm: prng.pick(&[0, 0, 2_000, 10_000]),
         storage_delay_max_ticks: prng.pick(&[1, 3, 8]),
     };
     let options = Options {
@@ -108,6 +109,7 @@ pub struct Totals {
     pub crashes: u64,
     pub cluster_crashes: u64,
     pub corruptions: u64,
+    pub misdirects: u64,
     pub ticks: u64,
 }
 
@@ -119,6 +121,7 @@ impl Totals {
         self.crashes += sim.crashes;
         self.cluster_crashes += sim.cluster_crashes;
         self.corruptions += sim.corruptions;
+        self.misdirects += sim.misdirects;
         self.ticks += sim.tick;
     }
 }

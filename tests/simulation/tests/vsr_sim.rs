@@ -1,7 +1,7 @@
 //! Deterministic simulation of VSR clusters of 1, 3 and 5 replicas on the simulated network and
 //! storage: seeded latency, loss, duplication, reordering and partitions; delayed writes,
 //! crashes of single replicas and of the whole cluster that lose writes in flight and tear the
-//! last one, bit flips on read; seeded client workloads. Faults are drawn per seed; after they
+//! last one, misdirected journal writes, bit flips on read; seeded client workloads. Faults are drawn per seed; after they
 //! heal the cluster must converge, and the checks of `rill_simulation::cluster` must hold
 //! throughout. The named scenarios are in `vsr_sim/scenarios.rs`.
 //!
@@ -22,10 +22,10 @@ fn random_clusters_survive_faults_and_converge() {
     for seed in seeds.clone() {
         totals.add(&run_seed(seed));
     }
-    let Totals { seeds: count, ops, views, crashes, cluster_crashes, corruptions, ticks } = totals;
+    let Totals { seeds: count, ops, views, crashes, cluster_crashes, corruptions, misdirects, ticks } = totals;
     eprintln!(
         "seeds {seeds:?}: {ops} ops committed, {views} views, {crashes} crashes ({cluster_crashes} of whole \
-         clusters), {corruptions} corrupt reads"
+         clusters), {corruptions} corrupt reads, {misdirects} misdirected writes"
     );
     eprintln!("{count} seeds run, {ticks} ticks simulated, wall time {:.1?}", started.elapsed());
 }

@@ -1,7 +1,9 @@
 //! Simulated storage for one replica: journal and superblock writes complete after a seeded
 //! delay (journal writes in any order), a crash loses the writes still in flight and may leave a
-//! torn frame behind, and reading the journal back after a restart may flip a bit in a frame
-//! (the codec must reject it, and the read reports the journal as damaged).
+//! torn frame behind, a journal write may be misdirected (its frame overwrites an earlier frame
+//! while the write completes as if nothing happened), and reading the journal back after a
+//! restart may flip a bit in a frame (the codec must reject it, and the read reports the journal
+//! as damaged).
 
 use std::collections::BTreeSet;
 
@@ -13,6 +15,16 @@ use super::Prng;
 pub enum StorageWrite {
     Entry(Entry),
     View(Superblock),
+}
+
+/// Whether a misdirected write destroyed a frame the replica may still rely on: from the write
+/// until a restart has read the journal back and the replica has since named a log durably
+/// without declaring it damaged (it learned what it lacked, or lacked nothing that mattered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Misdirected {
+    No,
+    Unread,
+    ReadBack,
 }
 
 #[derive(Debug)]
@@ -27,6 +39,7 @@ pub struct ReplicaStorage {
     pub checkpoint: Option<Checkpoint>,
     prng: Prng,
     pub delay_max_ticks: u64,
+    misdirected: Misdirected,
 }
 
 impl ReplicaStorage {
@@ -40,6 +53,7 @@ impl ReplicaStorage {
             checkpoint: None,
             prng,
             delay_max_ticks,
+            misdirected: Misdirected::No,
         }
     }
 
@@ -48,20 +62,78 @@ impl ReplicaStorage {
         self.pending.push((done, write));
     }
 
-    /// Writes that completed by `tick`, now durable, in submission order.
-    pub fn complete(&mut self, tick: u64) -> Vec<StorageWrite> {
+    /// Whether a journal write completes by `tick`.
+    pub fn entry_write_due(&self, tick: u64) -> bool {
+        self.pending.iter().any(|(at, write)| *at <= tick && matches!(write, StorageWrite::Entry(_)))
+    }
+
+    /// With probability `misdirect_ppm`, when a journal write completes by `tick`, the earlier
+    /// frame it would land on if misdirected: its index and, if it decodes, its entry's
+    /// `(op, checksum)`. The caller decides whether the fault budget allows it.
+    pub fn draw_misdirect(&mut self, tick: u64, misdirect_ppm: u64) -> Option<(usize, Option<(u64, u128)>)> {
+        // No draw at all without the fault, so that seeds without it replay as before.
+        if misdirect_ppm == 0
+            || !self.entry_write_due(tick)
+            || self.journal.is_empty()
+            || !self.prng.chance(misdirect_ppm)
+        {
+            return None;
+        }
+        let victim = self.prng.below(self.journal.len() as u64) as usize;
+        let key = Entry::decode(&self.journal[victim]).ok().map(|entry| (entry.op, entry.checksum));
+        Some((victim, key))
+    }
+
+    /// Writes that completed by `tick`, now durable, in submission order. The first journal write
+    /// among them lands on frame `misdirect` instead of being appended, if that is given: the
+    /// frame there is gone, the place it was meant for holds nothing, and the write completes.
+    pub fn complete(&mut self, tick: u64, mut misdirect: Option<usize>) -> Vec<StorageWrite> {
         let (done, pending): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _)| *at <= tick);
         self.pending = pending;
         for (_, write) in &done {
             match write {
-                StorageWrite::Entry(entry) => {
-                    self.journal.push(entry.encode());
-                    self.durable.insert((entry.op, entry.checksum));
+                StorageWrite::Entry(entry) => match misdirect.take() {
+                    Some(victim) => self.misdirect(victim, entry),
+                    None => {
+                        self.journal.push(entry.encode());
+                        self.durable.insert((entry.op, entry.checksum));
+                    }
+                },
+                StorageWrite::View(superblock) => {
+                    self.superblock = *superblock;
+                    if self.misdirected == Misdirected::ReadBack && !superblock.damaged {
+                        self.misdirected = Misdirected::No;
+                    }
                 }
-                StorageWrite::View(superblock) => self.superblock = *superblock,
             }
         }
         done.into_iter().map(|(_, write)| write).collect()
+    }
+
+    fn misdirect(&mut self, victim: usize, entry: &Entry) {
+        let lost = Entry::decode(&self.journal[victim]).ok().map(|lost| (lost.op, lost.checksum));
+        self.journal[victim] = entry.encode();
+        self.durable.insert((entry.op, entry.checksum));
+        // The lost entry may have another frame (a rewrite by repair); then it is still durable.
+        if let Some(key) = lost
+            && !self.keys().contains(&key)
+        {
+            self.durable.remove(&key);
+        }
+        self.misdirected = Misdirected::Unread;
+    }
+
+    /// Whether the journal may lack an entry the replica relies on: declared damaged in the
+    /// superblock, or a misdirected write destroyed a frame and the replica has not yet named a
+    /// log since reading the journal back.
+    pub fn damaged(&self) -> bool {
+        self.superblock.damaged || self.misdirected != Misdirected::No
+    }
+
+    /// The index of the journal frame that holds this exact entry, for scripted faults.
+    pub fn frame_of(&self, op: u64, checksum: u128) -> Option<usize> {
+        let decoded = |frame: &Vec<u8>| Entry::decode(frame).ok().map(|entry| (entry.op, entry.checksum));
+        self.journal.iter().position(|frame| decoded(frame) == Some((op, checksum)))
     }
 
     /// Whether this exact entry is durable here.
@@ -96,6 +168,9 @@ impl ReplicaStorage {
     /// gets a bit flipped with probability `corrupt_ppm`, and must then fail to decode; the
     /// journal is then declared damaged. Returns how many frames were corrupted.
     pub fn read(&mut self, corrupt_ppm: u64, may_corrupt: impl Fn(u64, u128) -> bool) -> (Durable, usize) {
+        if self.misdirected == Misdirected::Unread {
+            self.misdirected = Misdirected::ReadBack;
+        }
         let mut entries = Vec::new();
         let mut corrupted = 0;
         for frame in &self.journal {

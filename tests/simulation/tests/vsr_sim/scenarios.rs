@@ -1,6 +1,6 @@
 //! Named scenarios: a calm network and no random faults, each scripting one fault at a chosen
-//! moment (a primary crash mid-prepare, a torn journal tail, corrupt entries, a partitioned
-//! primary, a whole-cluster power loss) and checking its outcome as well as the usual checks.
+//! moment (a primary crash mid-prepare, a torn journal tail, corrupt entries, a misdirected
+//! write, a partitioned primary, a whole-cluster power loss) and checking its outcome as well as the usual checks.
 
 use rill_adapter_sim::vsr::NetworkFaults;
 use rill_domain::vsr::{Options, Status};
@@ -17,6 +17,7 @@ fn calm(seed: u64, replica_count: u8) -> Config {
         cluster_crash_ppm: 0,
         torn_ppm: 0,
         corrupt_ppm: 0,
+        misdirect_ppm: 0,
         storage_delay_max_ticks: 3,
     };
     let options = Options { checkpoint_interval: 16, pipeline_max: 4, ..Options::default() };
@@ -97,6 +98,39 @@ fn scenario_corrupt_entries_are_repaired_from_a_peer() {
     for op in 17..=23 {
         assert_eq!(repaired.log_entry(op), healthy.log_entry(op), "op {op}");
     }
+}
+
+#[test]
+fn scenario_a_misdirected_write_is_repaired_from_a_peer() {
+    let mut sim = Sim::new(calm(16, 3));
+    commit_requests(&mut sim, 3);
+    // A view change, so that the superblocks name a head above op 0 (op 3).
+    sim.crash(0, 10_000);
+    commit_requests(&mut sim, 2);
+    sim.restart(0);
+    steps_until(&mut sim, 2_000, Sim::converged);
+    assert_eq!(sim.storage[1].superblock().head_op, 3);
+    // Replica 1's next journal write (op 6) lands on its frame of op 2; the write completes.
+    sim.misdirect(1, 2);
+    commit_requests(&mut sim, 1);
+    assert_eq!(sim.misdirects, 1);
+    let lost = sim.committed[&2].checksum;
+    assert!(!sim.storage[1].holds(2, lost), "the frame of op 2 is gone");
+    // On restart the chain below the named head is broken: the journal is damaged, and replica
+    // 1 learns the log from its peers instead of trusting it.
+    sim.crash(1, 10_000);
+    sim.restart(1);
+    assert!(sim.replicas[1].as_ref().is_some_and(|node| node.is_damaged()));
+    commit_requests(&mut sim, 2);
+    converge(&mut sim);
+    assert_eq!(sim.committed.len(), 8);
+    // Converged: replica 1 applied all 8 ops again, from the log it learned.
+    let repaired = sim.replicas[1].as_ref().expect("up");
+    assert_eq!(repaired.commit(), 8);
+    for (op, entry) in &sim.committed {
+        assert!(repaired.log_entry(*op).is_none_or(|held| held == entry), "op {op}");
+    }
+    assert!(!sim.storage[1].damaged(), "declared whole once the learned log was durable");
 }
 
 #[test]
