@@ -115,6 +115,7 @@ impl<S: StateMachine> Replica<S> {
     pub(super) fn leave_recovery(&mut self) {
         self.recovery_responses.clear();
         self.recovering_peers = 0;
+        self.recovery_below_view = 0;
     }
 
     pub(super) fn on_recovery_response(
@@ -125,9 +126,20 @@ impl<S: StateMachine> Replica<S> {
         log: Option<LogSuffix>,
         effects: &mut Vec<Effect>,
     ) {
-        // A view below the one in our superblock is news of nothing: that view change (which we
-        // voted in) is still under way, and a later answer will carry its outcome.
-        if nonce != self.recovery_nonce || view < self.view {
+        if nonce != self.recovery_nonce {
+            return;
+        }
+        // A view below the one in our superblock: either that view change (which we voted in) is
+        // still under way, or it never formed. A quorum of replicas normal below our view means
+        // it never did (each would have promised it first), and nobody will move on by itself:
+        // ask for a view change above our promise. Asking is no vote; a recovering replica only
+        // adopts the resulting view's log.
+        if view < self.view {
+            self.recovery_below_view |= 1 << replica;
+            if self.recovery_below_view.count_ones() as usize >= self.quorum() {
+                self.recovery_below_view = 0;
+                self.broadcast(Message::StartViewChange { view: self.view + 1, replica: self.replica }, effects);
+            }
             return;
         }
         if log.is_some() && self.primary_index(view) != replica {

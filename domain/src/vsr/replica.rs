@@ -85,6 +85,8 @@ pub struct Replica<S> {
     /// Peers heard sending `Recovery` while this replica recovers: with itself, a quorum of them
     /// means no quorum of normal replicas can answer.
     pub(super) recovering_peers: u32,
+    /// Replicas that answered this recovery from a view below ours (a bit per replica).
+    pub(super) recovery_below_view: u32,
     pub(super) repair_target: Option<(u64, u128)>,
     pub(super) repair_attempts: u32,
     pub(super) ticks: u64,
@@ -170,6 +172,7 @@ impl<S: StateMachine> Replica<S> {
             recovery_nonce: 0,
             recovery_responses: BTreeMap::new(),
             recovering_peers: 0,
+            recovery_below_view: 0,
             repair_target: None,
             repair_attempts: 0,
             ticks: 0,
