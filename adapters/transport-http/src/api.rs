@@ -98,11 +98,6 @@ pub fn topic_ref(stream: &str, topic: &str) -> ApiResult<TopicRef> {
     Ok(TopicRef { stream: identifier(stream)?, topic: identifier(topic)? })
 }
 
-/// Operations whose successful reply opens with a result section (reference 2.6).
-fn result_framed(op: u8) -> bool {
-    operation::is_result_framed(op)
-}
-
 impl HttpState {
     /// The user a bearer token (a JWT from login, or a personal access token) belongs to.
     pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<u32> {
@@ -123,7 +118,8 @@ impl HttpState {
 
     pub async fn run_as(&self, user_id: u32, command: Command<'_>) -> ApiResult<Vec<u8>> {
         let request = command.encode()?;
-        let framed = result_framed(request.operation);
+        // A successful reply of these opens with a result section (reference 2.6).
+        let framed = operation::is_result_framed(request.operation);
         let mut body = self.gateway.execute(user_id, request).await?;
         if framed {
             let count = body.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));

@@ -134,7 +134,11 @@ impl<S: Storage> Replication<S> {
     }
 
     pub fn metadata(&self) -> rill_domain::metadata::Metadata {
-        self.replica.borrow().state_machine().metadata().clone()
+        self.with_metadata(Clone::clone)
+    }
+
+    pub fn with_metadata<R>(&self, f: impl FnOnce(&rill_domain::metadata::Metadata) -> R) -> R {
+        f(self.replica.borrow().state_machine().metadata())
     }
 
     pub fn commit(&self) -> u64 {

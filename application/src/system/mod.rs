@@ -144,7 +144,7 @@ pub async fn recover<S: Storage>(
     // The decoy hash that unknown usernames are checked against is built now, before any
     // connection, so no login ever pays for it on an event loop.
     crate::credentials::decoy_hash();
-    let no_user = replication.metadata().users().next().is_none();
+    let no_user = replication.with_metadata(|m| m.users().next().is_none());
     let root_created = no_user && !config.membership.clustered();
     if root_created {
         let (operation, body) = root_user_op(config);
@@ -152,7 +152,7 @@ pub async fn recover<S: Storage>(
         replication.replica.borrow_mut().on_request(now_us, BOOTSTRAP_CLIENT, 1, operation, body, &mut effects);
         let effects = replication.settle(storage, effects).await.map_err(io_context("journaling the root user"))?;
         replication.without_commits(effects);
-        if replication.metadata().users().next().is_none() {
+        if replication.with_metadata(|m| m.users().next().is_none()) {
             return Err(StartError::Replay { op: replication.commit(), code: ErrorCode::CannotDeleteUser });
         }
     }

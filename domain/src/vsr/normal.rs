@@ -81,20 +81,31 @@ impl<S: StateMachine> Replica<S> {
             && self.log.has_room()
     }
 
-    pub(super) fn on_prepare(&mut self, view: u32, commit: u64, entry: Entry, effects: &mut Vec<Effect>) {
+    /// What a backup does with any word from the primary (a prepare or a heartbeat): a message
+    /// of an older view is ignored, one of a view it has not started asks for that view, and one
+    /// of its own view resets the view-change timer and advances the known commit. True when
+    /// the message is from this view's primary and the caller should go on.
+    fn heard_from_primary(&mut self, view: u32, commit: u64, effects: &mut Vec<Effect>) -> bool {
         if view < self.view {
-            return;
+            return false;
         }
         if view > self.view || self.status == Status::ViewChange {
             self.request_start_view(view, effects);
-            return;
+            return false;
         }
         if self.is_primary() {
-            return;
+            return false;
         }
         let (ticks, jitter) = (self.ticks, self.jitter());
         self.timeouts.normal.start(ticks, jitter);
         self.commit_max = self.commit_max.max(commit);
+        true
+    }
+
+    pub(super) fn on_prepare(&mut self, view: u32, commit: u64, entry: Entry, effects: &mut Vec<Effect>) {
+        if !self.heard_from_primary(view, commit, effects) {
+            return;
+        }
         if entry.op <= self.log.op() {
             // A re-sent prepare: our acknowledgement may have been lost, so vouch again.
             let held = self.log.entry(entry.op).is_some_and(|held| held.checksum == entry.checksum);
@@ -129,20 +140,9 @@ impl<S: StateMachine> Replica<S> {
     }
 
     pub(super) fn on_commit(&mut self, view: u32, commit: u64, effects: &mut Vec<Effect>) {
-        if view < self.view {
-            return;
+        if self.heard_from_primary(view, commit, effects) {
+            self.commit_journal(effects);
         }
-        if view > self.view || self.status == Status::ViewChange {
-            self.request_start_view(view, effects);
-            return;
-        }
-        if self.is_primary() {
-            return;
-        }
-        let (ticks, jitter) = (self.ticks, self.jitter());
-        self.timeouts.normal.start(ticks, jitter);
-        self.commit_max = self.commit_max.max(commit);
-        self.commit_journal(effects);
     }
 
     /// After a journal write or superblock write completed: vote or acknowledge.

@@ -108,15 +108,8 @@ pub struct NodePorts {
 
 /// Cluster metadata for a single node: exactly one healthy leader.
 pub fn single_node_cluster(out: &mut Vec<u8>, ip: &str, ports: NodePorts) {
-    out.put_long_string("single-node");
-    out.put_u32(1);
-    out.put_long_string("rill-node");
-    out.put_long_string(ip);
-    for port in [ports.tcp, ports.quic, ports.http, ports.websocket] {
-        out.put_u16(port);
-    }
-    out.put_u8(0);
-    out.put_u8(0);
+    let node = ClusterNode { name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 };
+    cluster(out, "single-node", &[node]);
 }
 
 /// One node of cluster metadata.
