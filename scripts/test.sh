@@ -27,19 +27,25 @@ fi
 # so no test has to.
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
-cargo test -p rill-adapter-pinning --features numa
+# Every later run keeps `--workspace` and picks targets with `--test`/`--lib`: selecting a
+# package with `-p` resolves its dependencies' features apart from the workspace's, which
+# would build the whole dependency graph a second time (gigabytes of disk for nothing).
+cargo test --workspace --features rill-adapter-pinning/numa --lib --no-fail-fast
+
+BLACKBOX=""
+for file in tests/tests/*.rs; do BLACKBOX="$BLACKBOX --test $(basename "$file" .rs)"; done
 
 # The default run above uses cpu_allocation = "all" (one shard per core). Run the black-box
 # suite again against one shard and against three (more shards than this 2-core machine
 # has cores, so unpinned), which places connections and partitions on different shards.
-RILL_TEST_SHARDS=1 cargo test -p rill-tests --no-fail-fast
-RILL_TEST_SHARDS=3 cargo test -p rill-tests --no-fail-fast
+RILL_TEST_SHARDS=1 cargo test --workspace $BLACKBOX --no-fail-fast
+RILL_TEST_SHARDS=3 cargo test --workspace $BLACKBOX --no-fail-fast
 
 # The foundation suite once more over every other client transport: the official client
 # speaks QUIC, WebSocket, TLS-wrapped TCP and the HTTP REST API to the same server code.
 FOUNDATION="--test messages --test streams_topics --test offsets --test system --test restart"
 for transport in quic websocket tcp-tls http; do
-    RILL_TEST_TRANSPORT=$transport cargo test -p rill-tests $FOUNDATION --no-fail-fast
+    RILL_TEST_TRANSPORT=$transport cargo test --workspace $FOUNDATION --no-fail-fast
 done
 
 # The deterministic VSR simulator in release mode for a fixed budget (about three minutes
