@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Incremental caches only pay off across edits; a one-shot run would only fill the disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-# The official CLI is one of the compatibility judges (tests/tests/cli.rs).
+# The official CLI is one of the compatibility judges (tests/tests/blackbox/cli.rs).
 CLI="${CARGO_HOME:-$HOME/.cargo}/bin/iggy"
 if ! "$CLI" --version 2>/dev/null | grep -q "0\.14\.0"; then
     cargo install iggy-cli --version 0.14.0 --locked
@@ -32,8 +32,8 @@ cargo test --workspace --no-fail-fast
 # would build the whole dependency graph a second time (gigabytes of disk for nothing).
 cargo test --workspace --features rill-adapter-pinning/numa --lib --no-fail-fast
 
-BLACKBOX=""
-for file in tests/tests/*.rs; do BLACKBOX="$BLACKBOX --test $(basename "$file" .rs)"; done
+# The black-box suite is one test binary (tests/tests/blackbox/), one module per area.
+BLACKBOX="--test blackbox"
 
 # The default run above uses cpu_allocation = "all" (one shard per core). Run the black-box
 # suite again against one shard and against three (more shards than this 2-core machine
@@ -43,9 +43,9 @@ RILL_TEST_SHARDS=3 cargo test --workspace $BLACKBOX --no-fail-fast
 
 # The foundation suite once more over every other client transport: the official client
 # speaks QUIC, WebSocket, TLS-wrapped TCP and the HTTP REST API to the same server code.
-FOUNDATION="--test messages --test streams_topics --test offsets --test system --test restart"
+FOUNDATION="messages:: streams_topics:: offsets:: system:: restart::"
 for transport in quic websocket tcp-tls http; do
-    RILL_TEST_TRANSPORT=$transport cargo test --workspace $FOUNDATION --no-fail-fast
+    RILL_TEST_TRANSPORT=$transport cargo test --workspace $BLACKBOX --no-fail-fast -- $FOUNDATION
 done
 
 # The deterministic VSR simulator in release mode for a fixed budget (about three minutes

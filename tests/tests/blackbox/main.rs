@@ -1,0 +1,23 @@
+//! The black-box suite: the real rill-server binary driven by the official iggy 0.11.0 client,
+//! one module per area, linked into a single test binary (one link and one copy on disk).
+
+mod bad_frames;
+mod cli;
+mod cluster;
+mod config;
+mod consumer_groups;
+mod high_level;
+mod http_api;
+mod messages;
+mod metadata_journal;
+mod metrics;
+mod offsets;
+mod permissions;
+mod restart;
+mod sessions;
+mod sharding;
+mod streams_topics;
+mod system;
+mod tokens;
+mod transport_bad_input;
+mod users;
