@@ -50,7 +50,8 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::GetTokens | Command::CreateToken { .. } | Command::DeleteToken { .. } => None,
         // GET_SNAPSHOT_FILE reads server internals.
         Command::Unsupported { code: 11 } => Some(Access::ReadServers),
-        Command::GetMe | Command::GetClusterMetadata | Command::Unsupported { .. } => None,
+        Command::GetMe | Command::GetClusterMetadata | Command::DescribeOptions { .. } => None,
+        Command::Unsupported { .. } => None,
         Command::Ping | Command::Register { .. } | Command::Logout => None,
     }
 }

@@ -190,6 +190,7 @@ impl<E: Env> System<E> {
         match command {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
+            Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
             Command::GetMe => self.get_client(client_id),
             Command::GetClient { client_id } => self.get_client(client_id),
             Command::GetClients => Ok(self.get_clients()),

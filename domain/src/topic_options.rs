@@ -17,6 +17,16 @@ pub enum Compression {
     Gzip = 2,
 }
 
+impl Compression {
+    /// The option value that names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+        }
+    }
+}
+
 /// The settings a topic runs with. `explicit` keeps the raw keys the client sent so replies
 /// can echo them, as the client's option block expects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,11 +224,7 @@ impl TopicSettings {
     pub fn derived_options(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let durability = |fsync: bool| if fsync { "persisted" } else { "replicated" };
-        let compression = match self.compression {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-        };
-        tlv::put(&mut out, "compression_algorithm", tlv::KIND_STRING, compression.as_bytes());
+        tlv::put(&mut out, "compression_algorithm", tlv::KIND_STRING, self.compression.name().as_bytes());
         tlv::put(
             &mut out,
             "consumer_offset_durability",
@@ -243,6 +249,96 @@ impl TopicSettings {
         );
         out
     }
+}
+
+/// The scopes DESCRIBE_OPTIONS (code 13) names: whose create command the catalog describes.
+pub const SCOPE_TOPIC: u8 = 1;
+pub const SCOPE_STREAM: u8 = 2;
+pub const SCOPE_USER: u8 = 3;
+
+/// One key a create command accepts, with its canonical value kind, its default encoded in
+/// that kind (empty: no default) and a line for people, as DESCRIBE_OPTIONS reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionSpec {
+    pub key: &'static str,
+    pub kind: u8,
+    pub default: Vec<u8>,
+    pub description: &'static str,
+}
+
+/// The option catalog of a scope, sorted by key. Topic defaults are read off
+/// `TopicSettings::default()`, so the catalog cannot drift from what a create does without
+/// options. Streams and users take no keys: their create commands refuse any (4041).
+pub fn option_catalog(scope: u8) -> Vec<OptionSpec> {
+    if scope != SCOPE_TOPIC {
+        return Vec::new();
+    }
+    let d = TopicSettings::default();
+    let text = |value: &str| value.as_bytes().to_vec();
+    let durability = |fsync: bool| text(if fsync { "persisted" } else { "replicated" });
+    let spec = |key, kind, default, description| OptionSpec { key, kind, default, description };
+    vec![
+        spec(
+            "compression_algorithm",
+            tlv::KIND_STRING,
+            text(d.compression.name()),
+            "none or gzip, recorded for clients: payloads are stored as sent",
+        ),
+        spec(
+            "consumer_offset_durability",
+            tlv::KIND_STRING,
+            durability(d.consumer_offset_fsync),
+            "persisted: fsync a stored consumer offset before acknowledging it; replicated: written, synced later",
+        ),
+        spec(
+            "durability",
+            tlv::KIND_STRING,
+            durability(d.enforce_fsync),
+            "persisted: acknowledge a send only after its messages are fsynced; replicated: once they are in the partition journal",
+        ),
+        spec(
+            "enforce_fsync",
+            tlv::KIND_BOOL,
+            vec![d.enforce_fsync as u8],
+            "true is the same as durability = persisted",
+        ),
+        spec(
+            "max_topic_size",
+            tlv::KIND_UINT64,
+            d.max_topic_size_bytes.to_le_bytes().to_vec(),
+            "Bytes the topic may hold (0 or u64::MAX: unlimited); recorded, not enforced yet",
+        ),
+        spec(
+            "message_expiry",
+            tlv::KIND_UINT64,
+            d.message_expiry_us.to_le_bytes().to_vec(),
+            "Microseconds (or a duration such as 7 days) a message is kept (0 or u64::MAX: never); recorded, not enforced yet",
+        ),
+        spec(
+            "messages_required_to_save",
+            tlv::KIND_UINT32,
+            d.messages_required_to_save.to_le_bytes().to_vec(),
+            "Messages a partition buffers before it writes them to its segment",
+        ),
+        spec(
+            "preallocate_segments",
+            tlv::KIND_BOOL,
+            vec![0],
+            "Accepted for compatibility; segment files are not preallocated",
+        ),
+        spec(
+            "segment_size",
+            tlv::KIND_UINT64,
+            d.segment_size_bytes.to_le_bytes().to_vec(),
+            "Bytes a segment holds before it is sealed: a multiple of 512 from 1 MiB to 1 GiB",
+        ),
+        spec(
+            "size_of_messages_required_to_save",
+            tlv::KIND_UINT64,
+            d.size_required_to_save_bytes.to_le_bytes().to_vec(),
+            "Bytes a partition buffers before it writes them to its segment (at most 1 GiB)",
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -309,5 +405,26 @@ mod tests {
         assert_eq!(parse_duration_us("7 days"), Some(7 * 86_400_000_000));
         assert_eq!(parse_duration_us("1h 30m"), Some(5_400_000_000));
         assert_eq!(parse_duration_us("soon"), None);
+    }
+
+    #[test]
+    fn the_topic_catalog_names_every_accepted_key_with_a_default_that_applies() {
+        let catalog = option_catalog(SCOPE_TOPIC);
+        let keys: Vec<&str> = catalog.iter().map(|spec| spec.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted, "sorted by key");
+        assert_eq!(keys.len(), 10);
+        // Every key is one a create accepts, and its default, sent back as the client would,
+        // leaves the settings exactly at their defaults.
+        for spec in &catalog {
+            let options = block(&[(spec.key, spec.kind, &spec.default)]);
+            let mut settings = TopicSettings::default();
+            settings.apply_options(&options, false).unwrap_or_else(|e| panic!("{}: {e:?}", spec.key));
+            settings.explicit.clear();
+            assert_eq!(settings, TopicSettings::default(), "{}", spec.key);
+        }
+        assert!(option_catalog(SCOPE_STREAM).is_empty());
+        assert!(option_catalog(SCOPE_USER).is_empty());
     }
 }

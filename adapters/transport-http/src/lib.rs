@@ -177,6 +177,7 @@ fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
         .route("/clients", get(system::clients))
         .route("/clients/{client}", get(system::client))
         .route("/cluster/metadata", get(system::cluster))
+        .route("/options/{scope}", get(system::options))
         .merge(resource_routes())
         .merge(account_routes())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), record_latency))

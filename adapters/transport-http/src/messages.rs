@@ -100,7 +100,8 @@ fn decode_base64(text: &str, what: &str) -> ApiResult<Vec<u8>> {
     BASE64.decode(text).map_err(|_| ApiError::BadRequest(format!("{what} is not valid base64")))
 }
 
-const HEADER_KINDS: [&str; 15] = [
+/// The JSON names of header (and option) value kinds, in wire-code order from 1.
+pub(crate) const HEADER_KINDS: [&str; 15] = [
     "raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
     "uint128", "float32", "float64",
 ];

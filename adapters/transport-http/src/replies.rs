@@ -316,6 +316,24 @@ pub fn client_details(body: &[u8]) -> ApiResult<Value> {
 }
 
 /// Cluster metadata: the name, then each node with its ports, role and status.
+/// DESCRIBE_OPTIONS as the client's `Vec<OptionSpec>`: kinds by name, defaults as bytes.
+pub fn option_catalog(body: &[u8]) -> ApiResult<Value> {
+    let mut reader = Reader::new(body);
+    let count = reader.u32().map_err(broken)?;
+    let mut specs = Vec::new();
+    for _ in 0..count {
+        let key = reader.name().map_err(broken)?;
+        let kind = reader.u8().map_err(broken)?;
+        let kind =
+            crate::messages::HEADER_KINDS.get(usize::from(kind).wrapping_sub(1)).ok_or(broken(ErrorCode::Error))?;
+        let default_len = reader.u32().map_err(broken)? as usize;
+        let default_value = reader.bytes(default_len).map_err(broken)?;
+        let description = long_string(&mut reader)?;
+        specs.push(json!({ "key": key, "kind": kind, "default_value": default_value, "description": description }));
+    }
+    Ok(Value::Array(specs))
+}
+
 pub fn cluster(body: &[u8]) -> ApiResult<Value> {
     let mut reader = Reader::new(body);
     let cluster_name = long_string(&mut reader)?;

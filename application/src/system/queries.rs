@@ -160,6 +160,13 @@ impl<E: Env> System<E> {
         out
     }
 
+    /// The option catalog of a create command's scope (DESCRIBE_OPTIONS).
+    pub fn describe_options(&self, scope: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        response::option_catalog(&mut out, &rill_domain::topic_options::option_catalog(scope));
+        out
+    }
+
     /// One healthy leader on a single node; in a cluster, every roster node with the role
     /// this node's replica currently sees (the primary of its view leads).
     pub fn get_cluster_metadata(&self) -> Vec<u8> {

@@ -5,6 +5,7 @@ pub mod code {
     pub const GET_STATS: u32 = 10;
     pub const GET_SNAPSHOT_FILE: u32 = 11;
     pub const GET_CLUSTER_METADATA: u32 = 12;
+    pub const DESCRIBE_OPTIONS: u32 = 13;
     pub const GET_ME: u32 = 20;
     pub const GET_CLIENT: u32 = 21;
     pub const GET_CLIENTS: u32 = 22;
@@ -83,6 +84,7 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::NON_REPLICATED, code::PING) => "ping",
         (o::NON_REPLICATED, code::GET_STATS) => "get_stats",
         (o::NON_REPLICATED, code::GET_CLUSTER_METADATA) => "get_cluster_metadata",
+        (o::NON_REPLICATED, code::DESCRIBE_OPTIONS) => "describe_options",
         (o::NON_REPLICATED, code::GET_ME) => "get_me",
         (o::NON_REPLICATED, code::GET_CLIENT) => "get_client",
         (o::NON_REPLICATED, code::GET_CLIENTS) => "get_clients",

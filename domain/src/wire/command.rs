@@ -5,6 +5,7 @@ use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
 use crate::polling::PollingStrategy;
+use crate::topic_options;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::reader::Reader;
 use crate::wire::users;
@@ -42,6 +43,10 @@ pub enum Command<'a> {
     Ping,
     GetStats,
     GetClusterMetadata,
+    /// The option catalog of one scope's create command (1 topic, 2 stream, 3 user).
+    DescribeOptions {
+        scope: u8,
+    },
     GetMe,
     GetClient {
         client_id: u32,
@@ -374,6 +379,10 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
         code::PING => Command::Ping,
         code::GET_STATS => Command::GetStats,
         code::GET_CLUSTER_METADATA => Command::GetClusterMetadata,
+        code::DESCRIBE_OPTIONS => match reader.u8()? {
+            scope @ topic_options::SCOPE_TOPIC..=topic_options::SCOPE_USER => Command::DescribeOptions { scope },
+            _ => return Err(DecodeError::Body(ErrorCode::InvalidCommand)),
+        },
         code::GET_ME => Command::GetMe,
         code::GET_CLIENT => Command::GetClient { client_id: reader.u32()? },
         code::GET_CLIENTS => Command::GetClients,
@@ -419,7 +428,7 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
 
 /// NonReplicated codes protocol 0.11 defines (served or not).
 fn is_defined_code(nr_code: u32) -> bool {
-    matches!(nr_code, 11 | 13 | 14 | 103 | 104 | 123)
+    matches!(nr_code, 11 | 14 | 103 | 104 | 123)
 }
 
 impl<'a> MetadataOp<'a> {

@@ -146,6 +146,10 @@ impl Command<'_> {
         let (operation, nr_code) = match self {
             Command::GetStats => nr(code::GET_STATS),
             Command::GetClusterMetadata => nr(code::GET_CLUSTER_METADATA),
+            Command::DescribeOptions { scope } => {
+                body.u8(*scope);
+                nr(code::DESCRIBE_OPTIONS)
+            }
             Command::GetMe => nr(code::GET_ME),
             Command::GetClient { client_id } => {
                 body.u32(*client_id);

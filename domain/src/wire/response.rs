@@ -124,6 +124,19 @@ pub struct ClusterNode {
     pub status: u8,
 }
 
+/// DESCRIBE_OPTIONS: `[count u32]`, then per key `[key WireName][kind u8][default_len u32]
+/// [default][description_len u32][description UTF-8]`.
+pub fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec]) {
+    out.put_u32(catalog.len() as u32);
+    for spec in catalog {
+        out.put_name(spec.key);
+        out.put_u8(spec.kind);
+        out.put_u32(spec.default.len() as u32);
+        out.extend_from_slice(&spec.default);
+        out.put_long_string(spec.description);
+    }
+}
+
 /// Cluster metadata: the cluster's name and every node with its role.
 pub fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
     out.put_long_string(name);
@@ -308,5 +321,27 @@ mod tests {
         stats(&mut out, &Stats::default());
         assert_eq!(&out[108..112], &[0; 4]);
         assert_eq!(out.len(), 108 + 4 * 5 + SERVER_VERSION.len() + 4 + 4 + 4 + 16);
+    }
+
+    #[test]
+    fn option_catalog_entries_are_length_prefixed() {
+        let spec = crate::topic_options::OptionSpec {
+            key: "ab",
+            kind: 11,
+            default: 7u32.to_le_bytes().to_vec(),
+            description: "xyz",
+        };
+        let mut out = Vec::new();
+        option_catalog(&mut out, &[spec]);
+        let expected: Vec<u8> = [
+            &1u32.to_le_bytes()[..],
+            &[2, b'a', b'b', 11],
+            &4u32.to_le_bytes(),
+            &7u32.to_le_bytes(),
+            &3u32.to_le_bytes(),
+            b"xyz",
+        ]
+        .concat();
+        assert_eq!(out, expected);
     }
 }

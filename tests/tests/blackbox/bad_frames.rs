@@ -263,3 +263,27 @@ async fn zero_client_id_and_foreign_commands_are_refused() -> anyhow::Result<()>
     assert_refused(raw::exchange(&address, &frame)?, "Register with a session");
     assert_server_alive(&server).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_options_with_an_unknown_scope_gets_invalid_command() -> anyhow::Result<()> {
+    const CODE_DESCRIBE_OPTIONS: u32 = 13;
+    const INVALID_COMMAND: u32 = 3;
+    let server = TestServer::start()?;
+    let mut stream = raw::connect(&server.tcp_address())?;
+    let session = raw::login(&mut stream, CLIENT);
+    let describe = Request::non_replicated(CLIENT, 1, session, CODE_DESCRIBE_OPTIONS);
+    for scope in [0u8, 4, 255] {
+        raw::send(&mut stream, &describe.frame(&[scope]));
+        let reply = raw::read_frame(&mut stream).expect_frame("DESCRIBE_OPTIONS reply");
+        assert_eq!((reply.command(), reply.status()), (COMMAND_REPLY, INVALID_COMMAND), "scope {scope}");
+        assert!(reply.body().is_empty());
+    }
+    // The connection is still served: topic scope lists ten keys, stream scope none.
+    raw::send(&mut stream, &describe.frame(&[1]));
+    let topics = raw::read_frame(&mut stream).expect_frame("topic catalog");
+    assert_eq!((topics.status(), raw::u32_at(topics.body(), 0)), (0, 10));
+    raw::send(&mut stream, &describe.frame(&[2]));
+    let streams = raw::read_frame(&mut stream).expect_frame("stream catalog");
+    assert_eq!((streams.status(), streams.body()), (0, &0u32.to_le_bytes()[..]));
+    assert_server_alive(&server).await
+}

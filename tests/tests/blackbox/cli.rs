@@ -61,3 +61,15 @@ fn the_official_cli_creates_sends_and_polls() {
     let topics = iggy(&server, home.path(), &["topic", "get", "orders", "events"]);
     assert!(topics.contains("events"), "topic get:\n{topics}");
 }
+
+#[test]
+fn the_official_cli_lists_the_topic_options() {
+    let server = TestServer::start().expect("start rill-server");
+    let home = tempfile::tempdir().expect("a home for the CLI");
+    let topic = iggy(&server, home.path(), &["options", "topic"]);
+    for expected in ["segment_size", "1073741824", "durability", "replicated", "messages_required_to_save", "1024"] {
+        assert!(topic.contains(expected), "`{expected}` missing from options topic:\n{topic}");
+    }
+    let stream = iggy(&server, home.path(), &["options", "stream"]);
+    assert!(stream.contains("accept no options"), "options stream:\n{stream}");
+}

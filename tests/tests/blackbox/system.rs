@@ -1,4 +1,4 @@
-//! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, clients, login, logout and the pre-login guard.
+//! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, option catalogs, clients, login, logout and the pre-login guard.
 
 use iggy::prelude::*;
 use rill_tests::{
@@ -193,5 +193,41 @@ async fn logout_ends_the_session_and_login_restores_it() -> anyhow::Result<()> {
     let streams = client.get_streams().await?;
     assert_eq!(streams.len(), 1);
     assert_eq!(streams[0].name, "before-logout");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_options_lists_what_create_topic_accepts() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let catalog = client.describe_options(OptionsScope::Topic).await?;
+    let keys: Vec<&str> = catalog.iter().map(|spec| spec.key.as_str()).collect();
+    // Every key of the 0.11.0 client's catalog, plus the edge clients' enforce_fsync.
+    for key in [
+        "compression_algorithm",
+        "consumer_offset_durability",
+        "durability",
+        "enforce_fsync",
+        "max_topic_size",
+        "message_expiry",
+        "messages_required_to_save",
+        "preallocate_segments",
+        "segment_size",
+        "size_of_messages_required_to_save",
+    ] {
+        assert!(keys.contains(&key), "{key} missing from {keys:?}");
+    }
+    let spec = |key: &str| catalog.iter().find(|spec| spec.key == key).expect("listed");
+    assert_eq!(spec("segment_size").kind, HeaderKind::Uint64);
+    assert_eq!(spec("segment_size").default_value, (1u64 << 30).to_le_bytes());
+    assert_eq!(spec("messages_required_to_save").kind, HeaderKind::Uint32);
+    assert_eq!(spec("messages_required_to_save").default_value, 1024u32.to_le_bytes());
+    assert_eq!(spec("durability").kind, HeaderKind::String);
+    assert_eq!(spec("durability").default_value, b"replicated");
+    assert!(catalog.iter().all(|spec| !spec.description.is_empty()), "every key is described");
+
+    // Streams and users take no options: their catalogs are empty.
+    assert!(client.describe_options(OptionsScope::Stream).await?.is_empty());
+    assert!(client.describe_options(OptionsScope::User).await?.is_empty());
     Ok(())
 }

@@ -19,6 +19,8 @@ fn queries_round_trip() {
     for command in [
         Command::GetStats,
         Command::GetClusterMetadata,
+        Command::DescribeOptions { scope: 1 },
+        Command::DescribeOptions { scope: 3 },
         Command::GetMe,
         Command::GetClient { client_id: 9 },
         Command::GetClients,
