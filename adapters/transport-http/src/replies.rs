@@ -315,7 +315,6 @@ pub fn client_details(body: &[u8]) -> ApiResult<Value> {
     Ok(Value::Object(out))
 }
 
-/// Cluster metadata: the name, then each node with its ports, role and status.
 /// DESCRIBE_OPTIONS as the client's `Vec<OptionSpec>`: kinds by name, defaults as bytes.
 pub fn option_catalog(body: &[u8]) -> ApiResult<Value> {
     let mut reader = Reader::new(body);
@@ -334,6 +333,7 @@ pub fn option_catalog(body: &[u8]) -> ApiResult<Value> {
     Ok(Value::Array(specs))
 }
 
+/// Cluster metadata: the name, then each node with its ports, role and status.
 pub fn cluster(body: &[u8]) -> ApiResult<Value> {
     let mut reader = Reader::new(body);
     let cluster_name = long_string(&mut reader)?;
