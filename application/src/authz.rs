@@ -48,8 +48,8 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         // Checked by the use case: self, or manage_users for someone else.
         Command::ChangePassword { .. } => None,
         Command::GetTokens | Command::CreateToken { .. } | Command::DeleteToken { .. } => None,
-        // GET_SNAPSHOT_FILE reads server internals.
-        Command::Unsupported { code: 11 } => Some(Access::ReadServers),
+        // A snapshot carries the server's logs, configuration and processes.
+        Command::GetSnapshot { .. } => Some(Access::ReadServers),
         Command::GetMe | Command::GetClusterMetadata | Command::DescribeOptions { .. } => None,
         Command::Unsupported { .. } => None,
         Command::Ping | Command::Register { .. } | Command::Logout => None,

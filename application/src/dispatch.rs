@@ -191,6 +191,7 @@ impl<E: Env> System<E> {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
             Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
+            Command::GetSnapshot { compression, types } => self.get_snapshot(compression, types).await,
             Command::GetMe => self.get_client(client_id),
             Command::GetClient { client_id } => self.get_client(client_id),
             Command::GetClients => Ok(self.get_clients()),

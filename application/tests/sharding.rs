@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use futures_executor::block_on;
-use rill_adapter_sim::{InlineOffload, LocalBus, LocalShards, ManualClock, SimMetadata, SimStorage};
+use rill_adapter_sim::{InlineOffload, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimMetadata, SimStorage};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::{Env, ShardRequest};
@@ -27,6 +27,7 @@ impl Env for SimEnv {
     type MetadataReader = SimMetadata;
     type MetadataPublisher = SimMetadata;
     type Offload = InlineOffload;
+    type Diagnostics = SimDiagnostics;
 }
 
 const SHARDS: u16 = 3;
@@ -68,6 +69,7 @@ fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
             metadata: view.clone(),
             bus,
             offload: InlineOffload,
+            diagnostics: SimDiagnostics,
             writer: if shard_id == 0 { writer.take() } else { None },
         };
         let system = Rc::new(System::new(parts));

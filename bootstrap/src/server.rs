@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use futures_util::FutureExt;
 use rill_adapter_bus_crossfire::{CrossfireBus, Envelope, Inbox};
 use rill_adapter_clock::SystemClock;
+use rill_adapter_diagnostics::HostDiagnostics;
 use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
 use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::{CompioOffload, UringStorage};
@@ -35,6 +36,7 @@ impl Env for ProductionEnv {
     type MetadataReader = LeftRightReader;
     type MetadataPublisher = LeftRightPublisher;
     type Offload = CompioOffload;
+    type Diagnostics = HostDiagnostics;
 }
 
 pub(crate) type Shard = System<ProductionEnv>;
@@ -192,6 +194,7 @@ fn peer_shard(
         let parts = ShardParts {
             storage: UringStorage,
             clock: SystemClock::default(),
+            diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             shared,
             metadata: factory.reader(),
             bus,
@@ -269,6 +272,7 @@ impl Shard0 {
         let parts = ShardParts {
             storage: UringStorage,
             clock,
+            diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             shared,
             metadata: factory.reader(),
             bus: self.bus.clone(),

@@ -12,6 +12,7 @@ pub mod namespace;
 pub mod permissions;
 pub mod polling;
 pub mod segment;
+pub mod snapshot;
 pub mod topic_options;
 pub mod version;
 pub mod vsr;

@@ -1,10 +1,11 @@
 //! Simulated adapters: in-memory storage that tells written bytes from durable ones and
-//! can crash, a manual clock, an in-process shard bus, shared metadata views and recorded
+//! can crash, a manual clock, fixed diagnostics, an in-process shard bus, shared metadata views and recorded
 //! pinning. Tests drive the use cases through these, without threads. `vsr` holds the
 //! seeded network and replica storage that the VSR cluster simulation runs on.
 
 mod bus;
 mod clock;
+mod diagnostics;
 mod metadata;
 mod offload;
 mod pinning;
@@ -13,6 +14,7 @@ pub mod vsr;
 
 pub use bus::{LocalBus, LocalShards};
 pub use clock::ManualClock;
+pub use diagnostics::SimDiagnostics;
 pub use metadata::SimMetadata;
 pub use offload::InlineOffload;
 pub use pinning::SimPinning;

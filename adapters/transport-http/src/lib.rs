@@ -178,6 +178,7 @@ fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
         .route("/clients/{client}", get(system::client))
         .route("/cluster/metadata", get(system::cluster))
         .route("/options/{scope}", get(system::options))
+        .route("/snapshot", post(system::snapshot))
         .merge(resource_routes())
         .merge(account_routes())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), record_latency))

@@ -1,19 +1,21 @@
 //! REST routes for the server itself: stats, connected clients, cluster metadata and the
-//! option catalogs of the create commands.
+//! option catalogs of the create commands, and snapshots.
 //! Stats carry the memory pool's figures beside the SDK's fields (clients ignore them).
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use rill_domain::error::ErrorCode;
+use rill_domain::snapshot::{self, SnapshotCompression};
 use rill_domain::topic_options;
 use rill_domain::wire::command::Command;
 use serde_json::Value;
 
 use crate::HttpState;
-use crate::api::{ApiError, json};
+use crate::api::{ApiError, ApiResult, body, json};
 use crate::replies;
 
 type Shared = State<Arc<HttpState>>;
@@ -51,6 +53,45 @@ pub async fn options(State(state): Shared, headers: HeaderMap, Path(scope): Path
         _ => return json::<Value>(Err(ApiError::Code(ErrorCode::InvalidCommand))),
     };
     json(async { replies::option_catalog(&state.run(&headers, Command::DescribeOptions { scope }).await?) }.await)
+}
+
+/// The body of `POST /snapshot`, with the client's enum names.
+#[derive(serde::Deserialize)]
+pub struct SnapshotBody {
+    compression: String,
+    snapshot_types: Vec<String>,
+}
+
+const COMPRESSIONS: [&str; 6] = ["Stored", "Deflated", "Bzip2", "Zstd", "Lzma", "Xz"];
+const SNAPSHOT_TYPES: [&str; 6] =
+    ["FilesystemOverview", "ProcessList", "ResourceUsage", "Test", "ServerLogs", "ServerConfig"];
+
+/// The GET_SNAPSHOT_FILE request a body names; an unknown name is a 400 that says which.
+fn snapshot_command(request: &SnapshotBody) -> ApiResult<Command<'static>> {
+    let unknown = |what: &str, name: &str| ApiError::BadRequest(format!("unknown {what}: {name}"));
+    let position = |names: &[&str], name: &str| names.iter().position(|n| *n == name).map(|i| i as u8 + 1);
+    let compression = position(&COMPRESSIONS, &request.compression)
+        .and_then(SnapshotCompression::from_code)
+        .ok_or_else(|| unknown("compression", &request.compression))?;
+    let mut codes = Vec::new();
+    for name in &request.snapshot_types {
+        let code = if name == "All" { snapshot::ALL_TYPES } else { position(&SNAPSHOT_TYPES, name).unwrap_or(0) };
+        codes.push(code);
+        if code == 0 {
+            return Err(unknown("snapshot type", name));
+        }
+    }
+    let types = snapshot::parse_types(&codes).ok_or_else(|| ApiError::BadRequest("no snapshot types".into()))?;
+    Ok(Command::GetSnapshot { compression, types })
+}
+
+/// `POST /snapshot`: the zip archive itself, as the SDK saves it.
+pub async fn snapshot(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
+    let archive = async { state.run(&headers, snapshot_command(&body(&bytes)?)?).await }.await;
+    match archive {
+        Ok(archive) => ([(header::CONTENT_TYPE, "application/zip")], archive).into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 pub async fn cluster(State(state): Shared, headers: HeaderMap) -> Response {

@@ -2,6 +2,7 @@
 
 pub mod bus;
 pub mod clock;
+pub mod diagnostics;
 pub mod gateway;
 pub mod metadata_view;
 pub mod offload;
@@ -11,6 +12,7 @@ pub mod storage;
 
 pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
+pub use diagnostics::Diagnostics;
 pub use gateway::Gateway;
 pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
@@ -26,4 +28,5 @@ pub trait Env: 'static {
     type MetadataReader: MetadataRead;
     type MetadataPublisher: MetadataPublish;
     type Offload: Offload;
+    type Diagnostics: Diagnostics;
 }

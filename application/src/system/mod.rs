@@ -11,6 +11,7 @@ mod metadata_ops;
 mod partitions;
 mod queries;
 mod replication;
+mod snapshot;
 mod users;
 
 use std::cell::{Cell, RefCell};
@@ -193,6 +194,7 @@ pub struct ShardParts<E: Env> {
     pub metadata: E::MetadataReader,
     pub bus: E::Bus,
     pub offload: E::Offload,
+    pub diagnostics: E::Diagnostics,
     /// Present on shard 0 only.
     pub writer: Option<MetadataWriter<E>>,
 }
@@ -205,6 +207,7 @@ pub struct System<E: Env> {
     metadata: E::MetadataReader,
     bus: E::Bus,
     offload: E::Offload,
+    diagnostics: E::Diagnostics,
     writer: Option<MetadataWriter<E>>,
     partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
@@ -221,6 +224,7 @@ impl<E: Env> System<E> {
             metadata: parts.metadata,
             bus: parts.bus,
             offload: parts.offload,
+            diagnostics: parts.diagnostics,
             writer: parts.writer,
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),

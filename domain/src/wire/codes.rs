@@ -85,6 +85,7 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::NON_REPLICATED, code::GET_STATS) => "get_stats",
         (o::NON_REPLICATED, code::GET_CLUSTER_METADATA) => "get_cluster_metadata",
         (o::NON_REPLICATED, code::DESCRIBE_OPTIONS) => "describe_options",
+        (o::NON_REPLICATED, code::GET_SNAPSHOT_FILE) => "get_snapshot_file",
         (o::NON_REPLICATED, code::GET_ME) => "get_me",
         (o::NON_REPLICATED, code::GET_CLIENT) => "get_client",
         (o::NON_REPLICATED, code::GET_CLIENTS) => "get_clients",

@@ -5,6 +5,7 @@ use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
 use crate::polling::PollingStrategy;
+use crate::snapshot::{self, SnapshotCompression, SnapshotType};
 use crate::topic_options;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::reader::Reader;
@@ -46,6 +47,11 @@ pub enum Command<'a> {
     /// The option catalog of one scope's create command (1 topic, 2 stream, 3 user).
     DescribeOptions {
         scope: u8,
+    },
+    /// A zip of troubleshooting files (GET_SNAPSHOT_FILE).
+    GetSnapshot {
+        compression: SnapshotCompression,
+        types: Vec<SnapshotType>,
     },
     GetMe,
     GetClient {
@@ -374,6 +380,14 @@ fn decode_send<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, ErrorCode> {
     Ok(Command::SendMessages { topic, partitioning, messages_count, batch: reader.rest() })
 }
 
+/// `[compression u8][n u8][type u8 x n]`; an unknown compression or type is InvalidCommand.
+fn decode_snapshot(reader: &mut Reader<'_>) -> Result<Command<'static>, ErrorCode> {
+    let compression = SnapshotCompression::from_code(reader.u8()?).ok_or(ErrorCode::InvalidCommand)?;
+    let count = reader.u8()? as usize;
+    let types = snapshot::parse_types(reader.bytes(count)?).ok_or(ErrorCode::InvalidCommand)?;
+    Ok(Command::GetSnapshot { compression, types })
+}
+
 fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Command<'a>, DecodeError> {
     Ok(match nr_code {
         code::PING => Command::Ping,
@@ -383,6 +397,7 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
             scope @ topic_options::SCOPE_TOPIC..=topic_options::SCOPE_USER => Command::DescribeOptions { scope },
             _ => return Err(DecodeError::Body(ErrorCode::InvalidCommand)),
         },
+        code::GET_SNAPSHOT_FILE => decode_snapshot(reader)?,
         code::GET_ME => Command::GetMe,
         code::GET_CLIENT => Command::GetClient { client_id: reader.u32()? },
         code::GET_CLIENTS => Command::GetClients,
@@ -428,7 +443,7 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
 
 /// NonReplicated codes protocol 0.11 defines (served or not).
 fn is_defined_code(nr_code: u32) -> bool {
-    matches!(nr_code, 11 | 14 | 103 | 104 | 123)
+    matches!(nr_code, 14 | 103 | 104 | 123)
 }
 
 impl<'a> MetadataOp<'a> {

@@ -146,6 +146,13 @@ impl Command<'_> {
         let (operation, nr_code) = match self {
             Command::GetStats => nr(code::GET_STATS),
             Command::GetClusterMetadata => nr(code::GET_CLUSTER_METADATA),
+            Command::GetSnapshot { compression, types } => {
+                body.u8(*compression as u8).u8(types.len() as u8);
+                for kind in types {
+                    body.u8(kind.code());
+                }
+                nr(code::GET_SNAPSHOT_FILE)
+            }
             Command::DescribeOptions { scope } => {
                 body.u8(*scope);
                 nr(code::DESCRIBE_OPTIONS)

@@ -73,3 +73,19 @@ fn the_official_cli_lists_the_topic_options() {
     let stream = iggy(&server, home.path(), &["options", "stream"]);
     assert!(stream.contains("accept no options"), "options stream:\n{stream}");
 }
+
+#[test]
+fn the_official_cli_saves_a_snapshot() {
+    let server = TestServer::start().expect("start rill-server");
+    let home = tempfile::tempdir().expect("a home for the CLI");
+    let out = tempfile::tempdir().expect("an output directory");
+    let printed = iggy(&server, home.path(), &["snapshot", "--out-dir", out.path().to_str().expect("utf-8 path")]);
+    let files: Vec<_> = std::fs::read_dir(out.path()).expect("listing").map(|entry| entry.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one snapshot file: {files:?}\n{printed}");
+    let archive = std::fs::read(&files[0]).expect("the snapshot file");
+    let zip = zip::ZipArchive::new(std::io::Cursor::new(archive)).expect("the CLI saved a zip archive");
+    // The CLI's default parts: filesystem overview, processes, resource usage and logs.
+    let mut names: Vec<String> = zip.file_names().map(|name| name.expect("utf-8 name").to_string()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["filesystem_overview.txt", "process_list.txt", "resource_usage.txt", "server_logs.txt"]);
+}

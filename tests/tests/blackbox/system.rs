@@ -1,4 +1,4 @@
-//! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, option catalogs, clients, login, logout and the pre-login guard.
+//! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, option catalogs, snapshots, clients, login, logout and the pre-login guard.
 
 use iggy::prelude::*;
 use rill_tests::{
@@ -14,6 +14,7 @@ const GET_STREAMS_CODE: u32 = 201;
 const UNAUTHENTICATED: u32 = 40;
 const INVALID_CREDENTIALS: u32 = 42;
 const FEATURE_UNAVAILABLE: u32 = 5;
+const UNAUTHORIZED: u32 = 41;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_works_before_and_after_login() -> anyhow::Result<()> {
@@ -229,5 +230,62 @@ async fn describe_options_lists_what_create_topic_accepts() -> anyhow::Result<()
     // Streams and users take no options: their catalogs are empty.
     assert!(client.describe_options(OptionsScope::Stream).await?.is_empty());
     assert!(client.describe_options(OptionsScope::User).await?.is_empty());
+    Ok(())
+}
+
+/// The archive's entries, by name, with the method each was stored with.
+fn unzip(archive: Vec<u8>) -> anyhow::Result<Vec<(String, zip::CompressionMethod, String)>> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(archive))?;
+    let mut entries = Vec::new();
+    for index in 0..zip.len() {
+        let mut file = zip.by_index(index)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        entries.push((file.name()?.to_string(), file.compression(), text));
+    }
+    Ok(entries)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_returns_a_zip_of_the_asked_parts() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    create_stream_and_topic(&client, "snap", "shot", 1).await?;
+
+    let all = client.snapshot(SnapshotCompression::Deflated, vec![SystemSnapshotType::All]).await?;
+    let entries = unzip(all.0)?;
+    let names: Vec<&str> = entries.iter().map(|(name, _, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "filesystem_overview.txt",
+            "process_list.txt",
+            "resource_usage.txt",
+            "test.txt",
+            "server_logs.txt",
+            "server_config.toml"
+        ]
+    );
+    let part = |name: &str| &entries.iter().find(|(n, _, _)| n == name).expect("listed").2;
+    assert!(entries.iter().all(|(_, method, _)| *method == zip::CompressionMethod::Deflated));
+    assert!(part("filesystem_overview.txt").contains("metadata/journal.wal"), "{}", part("filesystem_overview.txt"));
+    assert!(part("process_list.txt").contains("rill-server"), "{}", part("process_list.txt"));
+    assert!(part("resource_usage.txt").contains("VmRSS:"));
+    assert!(part("server_config.toml").contains("[tcp]"), "{}", part("server_config.toml"));
+    assert!(part("server_logs.txt").contains("INFO"), "{}", part("server_logs.txt"));
+
+    let stored = client.snapshot(SnapshotCompression::Stored, vec![SystemSnapshotType::ServerConfig]).await?;
+    let stored = unzip(stored.0)?;
+    assert_eq!(stored.len(), 1);
+    assert_eq!((stored[0].0.as_str(), stored[0].1), ("server_config.toml", zip::CompressionMethod::Stored));
+
+    // Methods Rill does not build are refused, and so is a user without read_servers.
+    let zstd = client.snapshot(SnapshotCompression::Zstd, vec![SystemSnapshotType::Test]).await;
+    assert_eq!(error_code(zstd, "zstd snapshot"), FEATURE_UNAVAILABLE);
+    client.create_user("plain", "plain-pass", UserStatus::Active, None).await?;
+    let plain = rill_tests::connect_user(&server.tcp_address(), "plain", "plain-pass").await?;
+    let denied = plain.snapshot(SnapshotCompression::Stored, vec![SystemSnapshotType::Test]).await;
+    assert_eq!(error_code(denied, "snapshot without read_servers"), UNAUTHORIZED);
     Ok(())
 }

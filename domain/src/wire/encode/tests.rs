@@ -2,6 +2,7 @@
 //! refused instead of truncated.
 
 use super::*;
+use crate::snapshot::{SnapshotCompression, SnapshotType};
 use crate::wire::command::Command;
 
 fn topic() -> TopicRef {
@@ -20,6 +21,10 @@ fn queries_round_trip() {
         Command::GetStats,
         Command::GetClusterMetadata,
         Command::DescribeOptions { scope: 1 },
+        Command::GetSnapshot {
+            compression: SnapshotCompression::Stored,
+            types: vec![SnapshotType::ProcessList, SnapshotType::ServerConfig],
+        },
         Command::DescribeOptions { scope: 3 },
         Command::GetMe,
         Command::GetClient { client_id: 9 },
