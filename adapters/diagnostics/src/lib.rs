@@ -48,20 +48,30 @@ impl Diagnostics for HostDiagnostics {
     }
 }
 
-/// Every file and directory under `root`, depth first in name order: size, modification
-/// time (Unix seconds) and the path relative to `root`.
+/// Every file and directory under `root` (each directory's entries in name order, then its
+/// subdirectories, depth first): size, modification time (Unix seconds) and the path
+/// relative to `root`. Symbolic links are listed, not followed.
 fn filesystem_overview(root: &Path) -> std::io::Result<String> {
     let mut out = format!("{:>14} {:>12} path (under {})\n", "bytes", "modified", root.display());
     let (mut listed, mut total_bytes) = (0usize, 0u64);
+    std::fs::read_dir(root)?;
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)?.filter_map(Result::ok).collect();
-        entries.sort_by_key(|entry| std::cmp::Reverse(entry.file_name()));
+        // One unreadable directory below the root is noted, not the end of the listing.
+        let mut entries: Vec<_> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries.filter_map(Result::ok).collect(),
+            Err(error) => {
+                let _ = writeln!(out, "{:>27} {}/ unreadable: {error}", "", dir.display());
+                continue;
+            }
+        };
+        entries.sort_by_key(|entry| entry.file_name());
+        let mut subdirs = Vec::new();
         for entry in entries {
             let Ok(meta) = entry.metadata() else { continue };
             let path = entry.path();
             if meta.is_dir() {
-                pending.push(path.clone());
+                subdirs.push(path.clone());
             } else {
                 total_bytes += meta.len();
             }
@@ -74,6 +84,7 @@ fn filesystem_overview(root: &Path) -> std::io::Result<String> {
                     writeln!(out, "{:>14} {:>12} {relative}{slash}", meta.len(), modified.map_or(0, |d| d.as_secs()));
             }
         }
+        pending.extend(subdirs.into_iter().rev());
     }
     if listed > MAX_LISTED_ENTRIES {
         let _ = writeln!(out, "... {} more entries not listed", listed - MAX_LISTED_ENTRIES);

@@ -17,6 +17,12 @@ fn the_overview_lists_nested_files_with_their_sizes() {
     assert!(line.trim_start().starts_with("1234 "), "{line}");
     assert!(overview.lines().any(|line| line.ends_with(" streams/0/")), "{overview}");
     assert!(overview.contains("5 entries, 1237 bytes in files"), "{overview}");
+    let paths: Vec<&str> = overview.lines().skip(1).filter_map(|line| line.split_whitespace().nth(2)).collect();
+    assert_eq!(
+        paths[..5],
+        ["a.txt", "streams/", "streams/0/", "streams/0/topics/", "streams/0/topics/00000000000000000000.log"],
+        "name order, depth first: {overview}"
+    );
 }
 
 #[test]
