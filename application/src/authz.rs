@@ -50,8 +50,10 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::GetTokens | Command::CreateToken { .. } | Command::DeleteToken { .. } => None,
         // A snapshot carries the server's logs, configuration and processes.
         Command::GetSnapshot { .. } => Some(Access::ReadServers),
-        Command::GetMe | Command::GetClusterMetadata | Command::DescribeOptions { .. } => None,
-        Command::Unsupported { .. } => None,
+        Command::GetMe
+        | Command::GetClusterMetadata
+        | Command::DescribeOptions { .. }
+        | Command::Unsupported { .. } => None,
         Command::Ping | Command::Register { .. } | Command::Logout => None,
     }
 }

@@ -1,6 +1,7 @@
 //! Troubleshooting data from the host, for snapshots (GET_SNAPSHOT_FILE): a listing of the
 //! data directory, the process table and resource figures from `/proc`, the tail of the
-//! server's log and its effective configuration with secrets blanked.
+//! server's log and its effective configuration (which the server writes with its secrets
+//! already masked).
 
 use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};
@@ -39,10 +40,8 @@ impl Diagnostics for HostDiagnostics {
             SnapshotType::ResourceUsage => Ok(resource_usage(&self.proc_path).into_bytes()),
             SnapshotType::Test => Ok(b"rill snapshot test part\n".to_vec()),
             SnapshotType::ServerLogs => log_tail(&self.data_path.join("logs").join("rill.log"), self.log_tail_bytes),
-            SnapshotType::ServerConfig => {
-                let path = self.data_path.join("runtime").join("current_config.toml");
-                std::fs::read_to_string(path).map(|text| redact(&text).into_bytes())
-            }
+            // Bootstrap masks secrets before it writes this file, so it is shipped as is.
+            SnapshotType::ServerConfig => std::fs::read(self.data_path.join("runtime").join("current_config.toml")),
         };
         collected.unwrap_or_else(|error| format!("{}: not collected: {error}\n", part.file_name()).into_bytes())
     }
@@ -54,12 +53,12 @@ impl Diagnostics for HostDiagnostics {
 fn filesystem_overview(root: &Path) -> std::io::Result<String> {
     let mut out = format!("{:>14} {:>12} path (under {})\n", "bytes", "modified", root.display());
     let (mut listed, mut total_bytes) = (0usize, 0u64);
-    std::fs::read_dir(root)?;
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
         // One unreadable directory below the root is noted, not the end of the listing.
         let mut entries: Vec<_> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries.filter_map(Result::ok).collect(),
+            Err(error) if dir == root => return Err(error),
             Err(error) => {
                 let _ = writeln!(out, "{:>27} {}/ unreadable: {error}", "", dir.display());
                 continue;
@@ -150,24 +149,6 @@ fn log_tail(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     file.seek(SeekFrom::Start(skipped))?;
     file.take(limit).read_to_end(&mut out)?;
     Ok(out)
-}
-
-/// The configuration with the value of every key naming a secret or password blanked,
-/// unless it is empty (an empty value tells the reader none was set).
-fn redact(config: &str) -> String {
-    let mut out = String::with_capacity(config.len());
-    for line in config.lines() {
-        let sensitive = line.split_once('=').filter(|(key, value)| {
-            let key = key.trim().to_ascii_lowercase();
-            (key.contains("secret") || key.contains("password")) && value.trim() != "\"\""
-        });
-        match sensitive {
-            Some((key, _)) => out.push_str(&format!("{key}= \"<redacted>\"")),
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

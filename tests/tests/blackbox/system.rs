@@ -249,7 +249,8 @@ fn unzip(archive: Vec<u8>) -> anyhow::Result<Vec<(String, zip::CompressionMethod
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_returns_a_zip_of_the_asked_parts() -> anyhow::Result<()> {
-    let server = TestServer::start()?;
+    const SECRET: &str = "a-jwt-secret-no-snapshot-may-carry-0123456789";
+    let server = TestServer::start_with_env(&[("IGGY_HTTP_JWT_ENCODING_SECRET", SECRET)])?;
     let client = connect_root(&server.tcp_address()).await?;
     create_stream_and_topic(&client, "snap", "shot", 1).await?;
 
@@ -273,6 +274,8 @@ async fn snapshot_returns_a_zip_of_the_asked_parts() -> anyhow::Result<()> {
     assert!(part("process_list.txt").contains("rill-server"), "{}", part("process_list.txt"));
     assert!(part("resource_usage.txt").contains("VmRSS:"));
     assert!(part("server_config.toml").contains("[tcp]"), "{}", part("server_config.toml"));
+    assert!(part("server_config.toml").contains("encoding_secret = \"<redacted>\""));
+    assert!(entries.iter().all(|(_, _, text)| !text.contains(SECRET)), "the JWT secret leaked into a snapshot");
     assert!(part("server_logs.txt").contains("INFO"), "{}", part("server_logs.txt"));
 
     let stored = client.snapshot(SnapshotCompression::Stored, vec![SystemSnapshotType::ServerConfig]).await?;
