@@ -4,7 +4,7 @@
 //! except lock-free reads of the partition table.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
@@ -22,6 +22,19 @@ pub struct PartitionStats {
     messages_count: AtomicU64,
     segments_count: AtomicU32,
     current_offset: AtomicU64,
+    first_offset: AtomicU64,
+    /// A write failed and none succeeded since: sends are refused.
+    read_only: AtomicBool,
+}
+
+/// What a partition's owner publishes about it after each operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionSnapshot {
+    pub usage: Usage,
+    pub segments_count: u32,
+    pub current_offset: u64,
+    pub first_offset: u64,
+    pub read_only: bool,
 }
 
 impl PartitionStats {
@@ -32,14 +45,26 @@ impl PartitionStats {
             messages_count: AtomicU64::new(0),
             segments_count: AtomicU32::new(0),
             current_offset: AtomicU64::new(0),
+            first_offset: AtomicU64::new(0),
+            read_only: AtomicBool::new(false),
         }
     }
 
-    pub fn set(&self, usage: Usage, segments_count: u32, current_offset: u64) {
-        self.size_bytes.store(usage.size_bytes, Ordering::Relaxed);
-        self.messages_count.store(usage.messages_count, Ordering::Relaxed);
-        self.segments_count.store(segments_count, Ordering::Relaxed);
-        self.current_offset.store(current_offset, Ordering::Relaxed);
+    pub fn set(&self, snapshot: PartitionSnapshot) {
+        self.size_bytes.store(snapshot.usage.size_bytes, Ordering::Relaxed);
+        self.messages_count.store(snapshot.usage.messages_count, Ordering::Relaxed);
+        self.segments_count.store(snapshot.segments_count, Ordering::Relaxed);
+        self.current_offset.store(snapshot.current_offset, Ordering::Relaxed);
+        self.first_offset.store(snapshot.first_offset, Ordering::Relaxed);
+        self.read_only.store(snapshot.read_only, Ordering::Relaxed);
+    }
+
+    pub fn first_offset(&self) -> u64 {
+        self.first_offset.load(Ordering::Relaxed)
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
     }
 
     pub fn usage(&self) -> Usage {
@@ -67,6 +92,34 @@ pub struct BusCounters {
     pub metadata_forwarded: AtomicU64,
 }
 
+/// Counters of the data path: damage found, retention, scrubbing, write failures, dedup and
+/// the data volume's space, for `/metrics` and stats.
+#[derive(Debug, Default)]
+pub struct DataCounters {
+    /// Distinct damaged batches found (by polls or the scrubber), each counted once.
+    pub damaged_batches: AtomicU64,
+    /// Polls answered with an error because the batch they started at is damaged.
+    pub damaged_reads: AtomicU64,
+    pub scrub_bytes: AtomicU64,
+    pub scrub_batches: AtomicU64,
+    /// Damaged batches the scrubber met, repeats included.
+    pub scrub_damaged: AtomicU64,
+    pub scrub_passes: AtomicU64,
+    pub retention_segments: AtomicU64,
+    pub retention_messages: AtomicU64,
+    pub retention_bytes: AtomicU64,
+    /// Partition writes (appends and flushes) that failed.
+    pub write_failures: AtomicU64,
+    /// Sends refused: the partition was read-only, or the volume below its free-space floor.
+    pub sends_refused: AtomicU64,
+    /// Messages dropped by deduplication.
+    pub duplicates_dropped: AtomicU64,
+    pub disk_total: AtomicU64,
+    pub disk_available: AtomicU64,
+    pub disk_floor: AtomicU64,
+    pub below_floor: AtomicBool,
+}
+
 pub struct Shared {
     pub config: SystemConfig,
     pub shard_count: u16,
@@ -85,6 +138,10 @@ pub struct Shared {
     pub latency: crate::latency::RequestLatency,
     /// Buffers for request bodies, reply frames and journaled batches.
     pub pool: MemoryPool,
+    pub data: DataCounters,
+    /// The previous run stopped gracefully with everything fsynced: no segment tail can be
+    /// torn, so partitions open without cutting one.
+    pub clean_start: bool,
 }
 
 impl Shared {
@@ -105,6 +162,8 @@ impl Shared {
             bus: BusCounters::default(),
             latency: crate::latency::RequestLatency::default(),
             pool,
+            data: DataCounters::default(),
+            clean_start: false,
         }
     }
 

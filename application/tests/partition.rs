@@ -1,53 +1,34 @@
 //! Partition log tests on simulated storage: thresholds, rolling, reads across disk and
 //! journal, recovery from crashes and torn tails, consumer offsets.
 
+mod common;
+
 use std::path::Path;
 
+use common::batch_of;
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
 use rill_application::partition::*;
 use rill_application::ports::Storage;
-use rill_domain::batch::{self, BatchHeader};
+use rill_domain::batch;
 
 fn settings(segment_size_bytes: u64, enforce_fsync: bool) -> PartitionSettings {
-    PartitionSettings {
-        segment_size_bytes,
-        messages_required_to_save: 4,
-        size_required_to_save_bytes: 1 << 20,
-        enforce_fsync,
-        consumer_offset_fsync: true,
-    }
-}
-
-fn batch_of(first: u32, count: u32) -> Vec<u8> {
-    let payloads: Vec<Vec<u8>> = (first..first + count).map(|i| format!("message-{i:04}").into_bytes()).collect();
-    let messages: Vec<(u128, &[u8], &[u8])> =
-        payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
-    batch::build(&messages, 1000)
+    common::settings(segment_size_bytes, enforce_fsync, 4)
 }
 
 /// Reads everything from `start` and returns the payload strings.
 fn read_all(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    block_on(log.read(start, count, &mut out)).unwrap();
-    let mut payloads = Vec::new();
-    let mut position = 0;
-    while position < out.len() {
-        let header = BatchHeader::read(&out[position..]);
-        let record = &out[position..position + header.batch_length as usize];
-        for frame in batch::frames(record) {
-            let len = u32::from_le_bytes(record[frame.start + 36..frame.start + 40].try_into().unwrap()) as usize;
-            let payload = &record[frame.start + 48..frame.start + 48 + len];
-            assert_eq!(header.base_offset + frame.offset_delta as u64, start + payloads.len() as u64);
-            payloads.push(String::from_utf8(payload.to_vec()).unwrap());
-        }
-        position += header.batch_length as usize;
+    let (messages, damaged) = common::read(log, start, count);
+    assert_eq!(damaged, None);
+    for (i, (offset, _)) in messages.iter().enumerate() {
+        assert_eq!(*offset, start + i as u64);
     }
-    payloads
+    messages.into_iter().map(|(_, payload)| payload).collect()
 }
 
+/// Opens the partition as after a crash: the active segment's tail may be torn.
 fn open(storage: &SimStorage, settings: PartitionSettings) -> PartitionLog<SimStorage> {
-    block_on(PartitionLog::open(storage, Path::new("/p"), 0, settings)).unwrap()
+    common::open(storage, settings, false)
 }
 
 #[test]
@@ -55,7 +36,10 @@ fn reads_span_disk_and_journal() {
     let storage = SimStorage::new();
     let mut log = open(&storage, settings(1 << 30, false));
     for i in 0..5 {
-        assert_eq!(block_on(log.append(&storage, batch_of(i * 3, 3), 10 + i as u64)).unwrap(), i as u64 * 3);
+        assert_eq!(
+            block_on(log.append(&storage, batch_of(i * 3, 3), 10 + i as u64)).unwrap().base_offset,
+            i as u64 * 3
+        );
     }
     assert_eq!(log.next_offset(), 15);
     // 4 messages trigger a flush: batches 0..=1 went to disk at the second append.
@@ -104,7 +88,11 @@ fn crash_keeps_fsynced_batches_and_cuts_torn_tails() {
     let mut reopened = open(&storage, settings(1 << 30, true));
     assert_eq!(reopened.next_offset(), 6, "only acknowledged messages survive");
     assert_eq!(read_all(&reopened, 0, 100).len(), 6);
-    assert_eq!(block_on(reopened.append(&storage, batch_of(6, 1), 2)).unwrap(), 6, "offsets are never reused");
+    assert_eq!(
+        block_on(reopened.append(&storage, batch_of(6, 1), 2)).unwrap().base_offset,
+        6,
+        "offsets are never reused"
+    );
 }
 
 #[test]
@@ -132,7 +120,7 @@ fn purge_and_delete_segments() {
     }
     block_on(log.flush(&storage, false)).unwrap();
     assert_eq!(log.segments_count(), 4);
-    assert_eq!(block_on(log.delete_segments(&storage, 2)).unwrap(), 2);
+    assert_eq!(block_on(log.delete_segments(&storage, 2)).unwrap().segments, 2);
     assert_eq!(log.first_offset(), 4);
     assert_eq!(read_all(&log, 4, 100).len(), 4);
     block_on(log.purge(&storage)).unwrap();

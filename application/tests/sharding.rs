@@ -43,6 +43,7 @@ fn config() -> SystemConfig {
         ports: Default::default(),
         host: Default::default(),
         security: Default::default(),
+        data: Default::default(),
         membership: Default::default(),
         cluster_nodes: Vec::new(),
     }

@@ -89,6 +89,7 @@ pub struct Config {
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
     pub security: rill_application::system::SecurityConfig,
+    pub data: rill_application::system::DataConfig,
     pub http_settings: rill_adapter_transport_http::HttpSettings,
     pub cluster: ClusterConfig,
     pub log_level: String,
@@ -312,6 +313,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         replica_id: 0,
     };
     Ok(Config {
+        data: crate::config_data::data_config(&leaves)?,
         http_settings,
         cluster,
         security,

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod config_data;
 pub mod host;
 pub mod page_alloc;
 pub mod server;

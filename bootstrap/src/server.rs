@@ -143,6 +143,55 @@ async fn clean_tokens(system: Rc<Shard>) {
     }
 }
 
+/// The data volume's free space, read every check interval (shard 0 only; the floor it
+/// sets is shared by every shard).
+async fn watch_free_space(system: Rc<Shard>) {
+    let interval = std::time::Duration::from_micros(system.shared.config.data.space_check_interval_us.max(1000));
+    loop {
+        system.check_free_space().await;
+        compio::time::sleep(interval).await;
+    }
+}
+
+/// Each shard's background work on the partitions it owns: the retention cleaner, the
+/// scrubber, and retries of partitions whose last write failed.
+fn spawn_maintenance(system: &Rc<Shard>) {
+    let data = system.shared.config.data;
+    if let Some(interval_us) = data.cleaner_interval_us {
+        let system = system.clone();
+        compio::runtime::spawn(async move {
+            loop {
+                compio::time::sleep(std::time::Duration::from_micros(interval_us.max(1000))).await;
+                system.clean_partitions().await;
+            }
+        })
+        .detach();
+    }
+    if let Some(rate) = data.scrub_bytes_per_second {
+        compio::runtime::spawn(scrub(system.clone(), rate)).detach();
+    }
+    let retrier = system.clone();
+    compio::runtime::spawn(async move {
+        loop {
+            compio::time::sleep(std::time::Duration::from_secs(1)).await;
+            retrier.retry_failed_writes().await;
+        }
+    })
+    .detach();
+}
+
+/// Verifies sealed segments at `rate` bytes a second: after each chunk it sleeps as long
+/// as the chunk takes at that rate; after a full pass, at least a second.
+async fn scrub(system: Rc<Shard>, rate: u64) {
+    let chunk = (rate as usize).clamp(64 << 10, 4 << 20);
+    let mut cursor = rill_application::system::ScrubCursor::default();
+    loop {
+        let bytes = system.scrub_step(&mut cursor, chunk).await;
+        let pause_us = if bytes == 0 { 1_000_000 } else { bytes as u64 * 1_000_000 / rate.max(1) };
+        compio::time::sleep(std::time::Duration::from_micros(pause_us.max(1000))).await;
+    }
+}
+
 fn log_pool(shared: &Shared) {
     let stats = shared.pool.stats();
     tracing::info!(
@@ -204,6 +253,7 @@ fn peer_shard(
         let system = Rc::new(System::new(parts));
         system.open_owned_partitions().await?;
         let _ = ready.send(Ok(()));
+        spawn_maintenance(&system);
         serve_inbox(system, inbox).await;
         Ok(())
     })
@@ -239,6 +289,7 @@ impl Shard0 {
             ports: listeners.ports,
             host: crate::host::host_info(),
             security: self.config.security,
+            data: self.config.data,
             membership: self.config.cluster.membership(),
             cluster_nodes: self.config.cluster.nodes(),
         };
@@ -254,8 +305,10 @@ impl Shard0 {
             );
         }
         let commit = recovered.commit();
-        let shared =
-            Arc::new(Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?));
+        let mut shared =
+            Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?);
+        shared.clean_start = recovered.clean_shutdown;
+        let shared = Arc::new(shared);
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
         for setup in &self.setup {
             setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
@@ -293,11 +346,16 @@ impl Shard0 {
         let tcp = format!("{}:{}", listeners.ip, listeners.ports.tcp);
         println!("rill-server listening on {tcp} with {} shards ({summary})", self.shard_count);
         crate::transports::serve_all(&system, listeners, &self.bus);
+        spawn_maintenance(&system);
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
+        compio::runtime::spawn(watch_free_space(system.clone())).detach();
         wait_for_signal().await?;
         tracing::info!("shutdown requested: flushing partitions on every shard");
         system.flush_all().await.context("flushing partitions at shutdown")?;
+        if let Err(error) = system.mark_clean_shutdown().await {
+            tracing::warn!(%error, "cannot leave the clean-shutdown marker: the next start checks segment tails as after a crash");
+        }
         self.bus.shutdown_all().await;
         log_pool(&system.shared);
         tracing::info!("shutdown complete");

@@ -166,35 +166,104 @@ pub fn stamp(batch: &mut [u8], partition_id: u32, base_offset: u64, base_timesta
     batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
 }
 
-/// Verifies a stored batch read back from disk: its length field and its checksum.
-/// Message checksums are trusted through the batch checksum that covers them.
-pub fn verify_stored(batch: &[u8]) -> bool {
+/// What a stored batch read back from disk turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredBatch {
+    /// Every message checksum and the batch checksum match.
+    Valid,
+    /// The frames tile the batch as its header says, but a checksum does not match: the
+    /// bytes changed after they were written (bit rot), not a torn write.
+    Damaged,
+    /// Lengths do not add up: not a batch at all, or a torn one.
+    Malformed,
+}
+
+/// Walks a stored batch's frames: `None` when its lengths do not tile it, otherwise
+/// whether every message checksum matches (always true without `hash`).
+fn walk_stored(batch: &[u8], hash: bool) -> Option<bool> {
     if batch.len() < BATCH_HEADER_SIZE {
-        return false;
+        return None;
     }
     let header = BatchHeader::read(batch);
     if header.batch_length != batch.len() as u64 || header.message_count == 0 {
-        return false;
+        return None;
     }
-    if batch[RESERVED_START..BATCH_HEADER_SIZE].iter().any(|&b| b != 0) {
-        return false;
-    }
+    let mut intact = true;
     let mut position = BATCH_HEADER_SIZE;
     for _ in 0..header.message_count {
         if batch.len() - position < MESSAGE_HEADER_SIZE {
-            return false;
+            return None;
         }
         let len = read_u32(batch, position + 32) as u64 + read_u32(batch, position + 36) as u64;
         let end = position as u64 + MESSAGE_HEADER_SIZE as u64 + len;
         if end > batch.len() as u64 {
-            return false;
+            return None;
         }
-        if xxh3_64(&batch[position + 8..end as usize]) != read_u64(batch, position) {
-            return false;
-        }
+        intact = intact && (!hash || xxh3_64(&batch[position + 8..end as usize]) == read_u64(batch, position));
         position = end as usize;
     }
-    position == batch.len() && compute_checksum(batch) == header.checksum
+    (position == batch.len()).then_some(intact)
+}
+
+/// Checks a stored batch: its length field, the frames' tiling, every message checksum
+/// and the batch checksum.
+pub fn check_stored(batch: &[u8]) -> StoredBatch {
+    match walk_stored(batch, true) {
+        None => StoredBatch::Malformed,
+        Some(intact) => {
+            let reserved_clear = batch[RESERVED_START..BATCH_HEADER_SIZE].iter().all(|&b| b == 0);
+            if intact && reserved_clear && compute_checksum(batch) == BatchHeader::read(batch).checksum {
+                StoredBatch::Valid
+            } else {
+                StoredBatch::Damaged
+            }
+        }
+    }
+}
+
+/// Whether a stored batch's lengths tile it, without hashing anything: the least a reader
+/// needs before it can slice the batch safely.
+pub fn check_structure(batch: &[u8]) -> bool {
+    walk_stored(batch, false).is_some()
+}
+
+/// Verifies a stored batch read back from disk: its length field and its checksums.
+pub fn verify_stored(batch: &[u8]) -> bool {
+    check_stored(batch) == StoredBatch::Valid
+}
+
+/// The id of every message of a validated batch, in order.
+pub fn message_ids(batch: &[u8]) -> impl Iterator<Item = u128> + '_ {
+    frames(batch).map(|frame| u128::from_le_bytes(batch[frame.start + 8..frame.start + 24].try_into().unwrap()))
+}
+
+/// Removes, in place, the frames of a producer's batch that `drop` marks: the kept frames
+/// move forward, renumbered from 0, with their checksums (which cover the offset delta) and
+/// the batch's recomputed. Returns how many frames are kept; with none kept the buffer is
+/// left as it was.
+pub fn drop_frames(batch: &mut Vec<u8>, drop: &[bool]) -> u32 {
+    let frames: Vec<Frame> = frames(batch).collect();
+    let kept = frames.iter().zip(drop).filter(|(_, dropped)| !**dropped).count();
+    if kept == 0 || kept == frames.len() {
+        return kept as u32;
+    }
+    let mut write = BATCH_HEADER_SIZE;
+    let mut index = 0u32;
+    for (frame, _) in frames.iter().zip(drop).filter(|(_, dropped)| !**dropped) {
+        let len = frame.end - frame.start;
+        batch.copy_within(frame.start..frame.end, write);
+        batch[write + 24..write + 28].copy_from_slice(&index.to_le_bytes());
+        let checksum = xxh3_64(&batch[write + 8..write + len]);
+        batch[write..write + 8].copy_from_slice(&checksum.to_le_bytes());
+        write += len;
+        index += 1;
+    }
+    batch.truncate(write);
+    batch[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&(write as u64).to_le_bytes());
+    batch[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&index.to_le_bytes());
+    let checksum = compute_checksum(batch);
+    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+    kept as u32
 }
 
 /// Appends to `out` the part of a stored batch holding offsets `from..` (at most `max`

@@ -50,10 +50,15 @@ pub enum ErrorCode {
     NoPartitions = 3008,
     ConsumerOffsetNotFound = 3021,
     SegmentNotFound = 4000,
+    /// A partition write failed (a full disk, a device error): the send is not stored.
+    CannotSaveMessagesToSegment = 4006,
     InvalidMessagesCount = 4009,
+    /// The data volume is below its free-space floor: sends are refused until it is freed.
+    CannotAppendMessage = 4010,
     TooBigUserHeaders = 4017,
     TooBigMessagePayload = 4022,
     EmptyMessagePayload = 4024,
+    /// Also a poll that starts at a stored batch failing its checksum (bit rot).
     InvalidMessageChecksum = 4027,
     InvalidMessageTimestampDelta = 4038,
     InvalidBatchChecksum = 4039,

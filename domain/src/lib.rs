@@ -5,12 +5,14 @@
 pub mod batch;
 pub mod constants;
 pub mod cpu_allocation;
+pub mod dedup;
 pub mod error;
 pub mod identifier;
 pub mod metadata;
 pub mod namespace;
 pub mod permissions;
 pub mod polling;
+pub mod retention;
 pub mod segment;
 pub mod snapshot;
 pub mod topic_options;

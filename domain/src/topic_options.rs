@@ -10,6 +10,10 @@ use crate::wire::tlv::{self, Entry};
 
 pub const NEVER_EXPIRE: u64 = u64::MAX;
 pub const UNLIMITED_SIZE: u64 = u64::MAX;
+/// `message_expiry` or `max_topic_size` left to the server: resolved against
+/// `[system.topic]` whenever retention runs, so a changed server default applies to every
+/// topic that did not set its own.
+pub const SERVER_DEFAULT: u64 = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -41,6 +45,9 @@ pub struct TopicSettings {
     pub enforce_fsync: bool,
     /// Fsync stored consumer offsets before acknowledging them.
     pub consumer_offset_fsync: bool,
+    /// Drop messages whose id the partition stored within the window; `None` follows
+    /// `[system.message_deduplication] enabled`.
+    pub deduplicate: Option<bool>,
     pub explicit: Vec<u8>,
 }
 
@@ -48,13 +55,14 @@ impl Default for TopicSettings {
     fn default() -> Self {
         Self {
             compression: Compression::None,
-            message_expiry_us: NEVER_EXPIRE,
-            max_topic_size_bytes: UNLIMITED_SIZE,
+            message_expiry_us: SERVER_DEFAULT,
+            max_topic_size_bytes: SERVER_DEFAULT,
             segment_size_bytes: DEFAULT_SEGMENT_SIZE_BYTES,
             messages_required_to_save: DEFAULT_MESSAGES_REQUIRED_TO_SAVE,
             size_required_to_save_bytes: DEFAULT_SIZE_REQUIRED_TO_SAVE_BYTES,
             enforce_fsync: false,
             consumer_offset_fsync: false,
+            deduplicate: None,
             explicit: Vec::new(),
         }
     }
@@ -93,16 +101,37 @@ fn durability_is_persisted(entry: &Entry<'_>) -> Result<bool, ErrorCode> {
     }
 }
 
-/// A humantime-like duration ("7 days", "1h", "none") in microseconds, or a plain number.
+/// Whether a string value names the server default.
+fn is_server_default(text: &str) -> bool {
+    matches!(text, "server_default" | "default")
+}
+
+/// A humantime-like duration ("7 days", "1h", "none") in microseconds, or a plain number
+/// (0 and "server_default": the server's default; u64::MAX and "none": never).
 fn as_expiry(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
-    if let Ok(value) = as_u64(entry) {
-        return Ok(if value == 0 { NEVER_EXPIRE } else { value });
+    let text = as_text(entry).map(str::trim);
+    if text.is_some_and(is_server_default) {
+        return Ok(SERVER_DEFAULT);
     }
-    let text = as_text(entry).ok_or(ErrorCode::InvalidOptionValue)?.trim();
-    if matches!(text, "none" | "never" | "unlimited" | "server_default") {
+    if text.is_some_and(|t| matches!(t, "none" | "never" | "never_expire" | "unlimited")) {
         return Ok(NEVER_EXPIRE);
     }
-    parse_duration_us(text).ok_or(ErrorCode::InvalidOptionValue)
+    if let Some(text) = text
+        && let Some(us) = parse_duration_us(text)
+    {
+        return Ok(us);
+    }
+    as_u64(entry)
+}
+
+/// A byte count (0 and "server_default": the server's default; u64::MAX, "unlimited" and
+/// "none": no cap).
+fn as_max_size(entry: &Entry<'_>) -> Result<u64, ErrorCode> {
+    match as_text(entry).map(str::trim) {
+        Some(text) if is_server_default(text) => Ok(SERVER_DEFAULT),
+        Some("unlimited" | "none") => Ok(UNLIMITED_SIZE),
+        _ => as_u64(entry),
+    }
 }
 
 /// Parses a plain number or a human size such as `128MiB`, `1 GB` or `512 B` (decimal units
@@ -184,10 +213,7 @@ impl TopicSettings {
                 }
             }
             "message_expiry" => self.message_expiry_us = as_expiry(entry)?,
-            "max_topic_size" => {
-                let value = as_u64(entry)?;
-                self.max_topic_size_bytes = if value == 0 { UNLIMITED_SIZE } else { value };
-            }
+            "max_topic_size" => self.max_topic_size_bytes = as_max_size(entry)?,
             "segment_size" => {
                 let value = as_u64(entry)?;
                 if !(MIN_SEGMENT_SIZE_BYTES..=DEFAULT_SEGMENT_SIZE_BYTES).contains(&value) || value % 512 != 0 {
@@ -212,6 +238,12 @@ impl TopicSettings {
             "durability" => self.enforce_fsync = durability_is_persisted(entry)?,
             "consumer_offset_durability" => self.consumer_offset_fsync = durability_is_persisted(entry)?,
             "enforce_fsync" => self.enforce_fsync = as_bool(entry)?,
+            "message_deduplication" => {
+                self.deduplicate = match as_text(entry).map(str::trim) {
+                    Some(text) if is_server_default(text) => None,
+                    _ => Some(as_bool(entry)?),
+                }
+            }
             "preallocate_segments" => {
                 as_bool(entry)?;
             }
@@ -233,6 +265,9 @@ impl TopicSettings {
         );
         tlv::put(&mut out, "durability", tlv::KIND_STRING, durability(self.enforce_fsync).as_bytes());
         tlv::put(&mut out, "max_topic_size", tlv::KIND_UINT64, &self.max_topic_size_bytes.to_le_bytes());
+        if let Some(deduplicate) = self.deduplicate {
+            tlv::put(&mut out, "message_deduplication", tlv::KIND_BOOL, &[deduplicate as u8]);
+        }
         tlv::put(&mut out, "message_expiry", tlv::KIND_UINT64, &self.message_expiry_us.to_le_bytes());
         tlv::put(
             &mut out,
@@ -306,13 +341,19 @@ pub fn option_catalog(scope: u8) -> Vec<OptionSpec> {
             "max_topic_size",
             tlv::KIND_UINT64,
             d.max_topic_size_bytes.to_le_bytes().to_vec(),
-            "Bytes the topic may hold (0 or u64::MAX: unlimited); recorded, not enforced yet",
+            "Bytes the topic may hold, shared equally by its partitions; the oldest sealed segments are deleted past it (0: the server default, [system.topic] max_size; u64::MAX: unlimited)",
+        ),
+        spec(
+            "message_deduplication",
+            tlv::KIND_STRING,
+            text("server_default"),
+            "true: drop a message whose id this partition stored within the dedup window ([system.message_deduplication] max_entries, expiry), so a retried send is stored once; id 0 never is; server_default follows [system.message_deduplication] enabled",
         ),
         spec(
             "message_expiry",
             tlv::KIND_UINT64,
             d.message_expiry_us.to_le_bytes().to_vec(),
-            "Microseconds (or a duration such as 7 days) a message is kept (0 or u64::MAX: never); recorded, not enforced yet",
+            "Microseconds (or a duration such as 7 days) a message is kept; sealed segments whose newest message is older are deleted (0: the server default, [system.topic] message_expiry; u64::MAX: never)",
         ),
         spec(
             "messages_required_to_save",
@@ -414,7 +455,7 @@ mod tests {
         let mut sorted = keys.clone();
         sorted.sort_unstable();
         assert_eq!(keys, sorted, "sorted by key");
-        assert_eq!(keys.len(), 10);
+        assert_eq!(keys.len(), 11);
         // Every key is one a create accepts, and its default, sent back as the client would,
         // leaves the settings exactly at their defaults.
         for spec in &catalog {

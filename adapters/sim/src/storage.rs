@@ -1,6 +1,8 @@
 //! In-memory storage with pending (written) and durable (synced) bytes per file.
 //! `crash` keeps only durable bytes, optionally with a torn prefix of the unsynced tail,
-//! which is what a power loss can leave behind.
+//! which is what a power loss can leave behind. Faults can be injected: every mutating call
+//! from a given one on fails (ENOSPC or EIO) until healed, and a capacity makes writes past
+//! it fail the way a full disk does, after writing what fits.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use rill_application::ports::{Storage, StorageFile};
+use rill_application::ports::{Space, Storage, StorageFile};
 
 #[derive(Debug, Default)]
 struct FileState {
@@ -16,10 +18,49 @@ struct FileState {
     durable: Vec<u8>,
 }
 
+/// Injected failures of mutating calls (writes, syncs, truncations, creations, renames,
+/// removals, directory syncs).
+#[derive(Debug, Default)]
+struct Faults {
+    /// Mutating calls made so far, failed ones included.
+    calls: u64,
+    /// Mutating calls numbered in this range fail with this kind (until healed).
+    failing: Option<(std::ops::Range<u64>, io::ErrorKind)>,
+    /// Bytes all files may hold together; a write past it fails with `StorageFull`.
+    capacity: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 struct Disk {
     files: BTreeMap<PathBuf, FileState>,
     dirs: BTreeSet<PathBuf>,
+    faults: Faults,
+}
+
+/// Capacity reported when none is set: a roomy disk.
+const UNLIMITED_CAPACITY: u64 = 1 << 40;
+
+impl Disk {
+    /// Counts a mutating call and fails it when a fault covers it.
+    fn mutate(&mut self) -> io::Result<()> {
+        let call = self.faults.calls;
+        self.faults.calls += 1;
+        match &self.faults.failing {
+            Some((calls, kind)) if calls.contains(&call) => {
+                Err(io::Error::new(*kind, format!("injected fault at call {call}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.files.values().map(|f| f.written.len() as u64).sum()
+    }
+
+    /// How many bytes a file may grow by before the capacity is reached.
+    fn room(&self) -> u64 {
+        self.faults.capacity.map_or(u64::MAX, |capacity| capacity.saturating_sub(self.used_bytes()))
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -63,6 +104,32 @@ impl SimStorage {
         }
     }
 
+    /// Makes every mutating call from the `call`-th (counted from 0 since the storage was
+    /// made) fail with `kind`, until `heal`.
+    pub fn fail_from(&self, call: u64, kind: io::ErrorKind) {
+        self.fail_calls(call..u64::MAX, kind);
+    }
+
+    /// Makes the mutating calls numbered in `calls` fail with `kind`: one bad write, say.
+    pub fn fail_calls(&self, calls: std::ops::Range<u64>, kind: io::ErrorKind) {
+        self.disk.borrow_mut().faults.failing = Some((calls, kind));
+    }
+
+    /// Ends injected failures (the capacity stays).
+    pub fn heal(&self) {
+        self.disk.borrow_mut().faults.failing = None;
+    }
+
+    /// Bytes all files may hold together (`None`: no limit).
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.disk.borrow_mut().faults.capacity = capacity;
+    }
+
+    /// Mutating calls made so far.
+    pub fn mutating_calls(&self) -> u64 {
+        self.disk.borrow().faults.calls
+    }
+
     pub fn file_len(&self, path: &Path) -> Option<usize> {
         self.disk.borrow().files.get(path).map(|s| s.written.len())
     }
@@ -96,13 +163,24 @@ impl StorageFile for SimFile {
 
     async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>) {
         let mut disk = self.disk.borrow_mut();
+        if let Err(error) = disk.mutate() {
+            return (Err(error), bufs);
+        }
+        let mut room = disk.room();
         let Some(state) = disk.files.get_mut(&self.path) else { return (Err(missing(&self.path)), bufs) };
         let mut at = position as usize;
         for buf in &bufs {
-            if state.written.len() < at + buf.len() {
-                state.written.resize(at + buf.len(), 0);
+            let growth = (at + buf.len()).saturating_sub(state.written.len()) as u64;
+            // A full disk takes what fits, then refuses the rest, as a short write would.
+            let fits = if growth > room { buf.len() - (growth - room) as usize } else { buf.len() };
+            if state.written.len() < at + fits {
+                state.written.resize(at + fits, 0);
             }
-            state.written[at..at + buf.len()].copy_from_slice(buf);
+            state.written[at..at + fits].copy_from_slice(&buf[..fits]);
+            if fits < buf.len() {
+                return (Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk is full")), bufs);
+            }
+            room -= growth;
             at += buf.len();
         }
         (Ok(()), bufs)
@@ -110,6 +188,7 @@ impl StorageFile for SimFile {
 
     async fn sync(&self) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.durable = state.written.clone();
         Ok(())
@@ -117,6 +196,7 @@ impl StorageFile for SimFile {
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.written.resize(len as usize, 0);
         Ok(())
@@ -127,24 +207,36 @@ impl Storage for SimStorage {
     type File = SimFile;
 
     async fn open(&self, path: &Path) -> io::Result<SimFile> {
-        self.disk.borrow_mut().files.entry(path.to_path_buf()).or_default();
+        let mut disk = self.disk.borrow_mut();
+        if !disk.files.contains_key(path) {
+            disk.mutate()?;
+            disk.files.insert(path.to_path_buf(), FileState::default());
+        }
+        drop(disk);
         Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf() })
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.disk.borrow_mut().dirs.insert(path.to_path_buf());
+        let mut disk = self.disk.borrow_mut();
+        if !disk.dirs.contains(path) {
+            disk.mutate()?;
+            disk.dirs.insert(path.to_path_buf());
+        }
         Ok(())
     }
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
         disk.files.retain(|p, _| !p.starts_with(path));
         disk.dirs.retain(|p| !p.starts_with(path));
         Ok(())
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.disk.borrow_mut().files.remove(path).map(|_| ()).ok_or_else(|| missing(path))
+        let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
+        disk.files.remove(path).map(|_| ()).ok_or_else(|| missing(path))
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
@@ -163,12 +255,19 @@ impl Storage for SimStorage {
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
         let state = disk.files.remove(from).ok_or_else(|| missing(from))?;
         disk.files.insert(to.to_path_buf(), state);
         Ok(())
     }
 
     async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
-        Ok(())
+        self.disk.borrow_mut().mutate()
+    }
+
+    async fn space(&self, _path: &Path) -> io::Result<Space> {
+        let disk = self.disk.borrow();
+        let total = disk.faults.capacity.unwrap_or(UNLIMITED_CAPACITY);
+        Ok(Space { total_bytes: total, available_bytes: total.saturating_sub(disk.used_bytes()) })
     }
 }

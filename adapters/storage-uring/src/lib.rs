@@ -10,7 +10,7 @@ use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
-use rill_application::ports::{Storage, StorageFile};
+use rill_application::ports::{Space, Storage, StorageFile};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UringStorage;
@@ -100,6 +100,14 @@ impl Storage for UringStorage {
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         std::fs::File::open(path)?.sync_all()
+    }
+
+    async fn space(&self, path: &Path) -> io::Result<Space> {
+        // statvfs is one cheap syscall with no io_uring opcode; `available` is what a
+        // non-root writer gets (root's reserve excluded), which is what a full disk means here.
+        let stat = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
+        let block = stat.fragment_size() as u64;
+        Ok(Space { total_bytes: stat.blocks() as u64 * block, available_bytes: stat.blocks_available() as u64 * block })
     }
 }
 

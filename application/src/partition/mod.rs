@@ -1,27 +1,68 @@
 //! A partition's log: the in-memory journal of stamped batches not yet written, and the
 //! segments on disk. Appends stamp offsets and time; the journal flushes at the topic's
-//! thresholds; polls read disk and journal as one sequence.
+//! thresholds; polls read disk and journal as one sequence, checking every stored batch.
+//! A failed write leaves the partition read-only, keeping what it acknowledged, until a
+//! write succeeds again.
 
+mod maintenance;
 mod offsets;
+mod recovery;
 mod segment;
 
+use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use rill_domain::batch::{self, BatchHeader};
+use rill_domain::dedup::DedupWindow;
 use rill_domain::segment::parse_log_file_name;
 use rill_domain::topic_options::TopicSettings;
 use rill_domain::wire::response::Usage;
 
+pub use maintenance::{Detached, ScrubChunk, remove_detached};
 pub use offsets::{ConsumerKey, ConsumerOffsets};
-pub use segment::{Recovery, Segment};
+pub use recovery::{LoadMode, Recovery};
+pub use segment::{DamagedBatch, Segment, SegmentRead, batch_matches};
 
 use crate::ports::Storage;
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
 
-/// The per-topic settings a partition runs with.
+/// Damaged batches a partition remembers having reported, so each is logged once.
+const MAX_REPORTED: usize = 4096;
+
+/// Suffix a segment file takes when retention removes it: a restart never loads it.
+pub const DELETED_SUFFIX: &str = ".deleted";
+
+/// The message-id window of a partition that deduplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupSettings {
+    pub max_entries: usize,
+    pub expiry_us: u64,
+}
+
+/// Server-wide settings every partition runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionDefaults {
+    /// Check every batch read from disk against its checksums before serving it.
+    pub validate_checksum: bool,
+    /// Whether topics that do not say deduplicate message ids.
+    pub deduplicate: bool,
+    pub dedup_window: DedupSettings,
+}
+
+impl Default for PartitionDefaults {
+    fn default() -> Self {
+        Self {
+            validate_checksum: true,
+            deduplicate: false,
+            dedup_window: DedupSettings { max_entries: 10_000, expiry_us: 60_000_000 },
+        }
+    }
+}
+
+/// The settings a partition runs with: its topic's, with server defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionSettings {
     pub segment_size_bytes: u64,
@@ -29,18 +70,40 @@ pub struct PartitionSettings {
     pub size_required_to_save_bytes: u64,
     pub enforce_fsync: bool,
     pub consumer_offset_fsync: bool,
+    pub validate_checksum: bool,
+    pub deduplication: Option<DedupSettings>,
 }
 
-impl From<&TopicSettings> for PartitionSettings {
-    fn from(topic: &TopicSettings) -> Self {
+impl PartitionSettings {
+    pub fn new(topic: &TopicSettings, defaults: &PartitionDefaults) -> Self {
         Self {
             segment_size_bytes: topic.segment_size_bytes,
             messages_required_to_save: topic.messages_required_to_save,
             size_required_to_save_bytes: topic.size_required_to_save_bytes,
             enforce_fsync: topic.enforce_fsync,
             consumer_offset_fsync: topic.consumer_offset_fsync,
+            validate_checksum: defaults.validate_checksum,
+            deduplication: topic.deduplicate.unwrap_or(defaults.deduplicate).then_some(defaults.dedup_window),
         }
     }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The first offset given to the batch (the next offset when nothing was stored).
+    pub base_offset: u64,
+    pub stored: u32,
+    /// Messages dropped because their id was stored in the window already.
+    pub duplicates: u32,
+    pub bytes: u64,
+}
+
+/// What a poll read: the messages appended, and the damaged batch it stopped at.
+#[derive(Debug, Default)]
+pub struct PartitionRead {
+    pub messages: u32,
+    pub damaged: Option<DamagedBatch>,
 }
 
 pub struct PartitionLog<S: Storage> {
@@ -48,24 +111,45 @@ pub struct PartitionLog<S: Storage> {
     partition_id: u32,
     pub settings: PartitionSettings,
     segments: Vec<Segment<S::File>>,
-    journal: Vec<Vec<u8>>,
+    journal: VecDeque<Vec<u8>>,
     journal_messages: u32,
     journal_bytes: u64,
     next_offset: u64,
+    /// Stamps never go back, so the index can be searched by time.
+    last_timestamp: u64,
     pub offsets: ConsumerOffsets<S::File>,
     /// Buffers whose bytes are on disk, waiting to be recycled by the caller.
     spent: Vec<Vec<u8>>,
+    /// Why the last write failed, while the partition refuses sends.
+    write_failure: Option<io::ErrorKind>,
+    dedup: Option<DedupWindow>,
+    /// Damaged batches already reported: (segment start offset, position).
+    reported: BTreeSet<(u64, u64)>,
 }
 
 impl<S: Storage> PartitionLog<S> {
-    /// Opens (or creates) the partition under `dir`, recovering every segment.
-    pub async fn open(storage: &S, dir: &Path, partition_id: u32, settings: PartitionSettings) -> io::Result<Self> {
+    /// Opens (or creates) the partition under `dir`, recovering every segment. `clean` says
+    /// the server stopped gracefully, after fsyncing everything: then no tail can be torn.
+    pub async fn open(
+        storage: &S,
+        dir: &Path,
+        partition_id: u32,
+        settings: PartitionSettings,
+        clean: bool,
+    ) -> io::Result<Self> {
         storage.create_dir_all(dir).await?;
-        let mut starts: Vec<u64> = storage.list_dir(dir).await?.iter().filter_map(|n| parse_log_file_name(n)).collect();
+        let names = storage.list_dir(dir).await?;
+        for leftover in names.iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
+            // A cleaning pass renamed it and stopped before removing it.
+            storage.remove_file(&dir.join(leftover)).await?;
+        }
+        let mut starts: Vec<u64> = names.iter().filter_map(|n| parse_log_file_name(n)).collect();
         starts.sort_unstable();
         let mut segments = Vec::with_capacity(starts.len().max(1));
-        for start in starts {
-            let (segment, recovery) = Segment::load(storage, dir, start).await?;
+        for (i, &start) in starts.iter().enumerate() {
+            let last = i + 1 == starts.len();
+            let mode = LoadMode { torn_tail_possible: last && !clean, next_start: starts.get(i + 1).copied() };
+            let (segment, recovery) = Segment::load(storage, dir, start, mode).await?;
             if recovery != Recovery::default() {
                 tracing::warn!(dir = %dir.display(), start, ?recovery, "segment repaired at start");
             }
@@ -75,19 +159,28 @@ impl<S: Storage> PartitionLog<S> {
             segments.push(Segment::create(storage, dir, 0).await?);
         }
         let next_offset = segments.last().map_or(0, |s| s.end_offset());
+        let last_timestamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
         let offsets = ConsumerOffsets::load(storage, dir).await?;
-        Ok(Self {
+        let mut log = Self {
             dir: dir.to_path_buf(),
             partition_id,
             settings,
             segments,
-            journal: Vec::new(),
+            journal: VecDeque::new(),
             journal_messages: 0,
             journal_bytes: 0,
             next_offset,
+            last_timestamp,
             offsets,
             spent: Vec::new(),
-        })
+            write_failure: None,
+            dedup: None,
+            reported: BTreeSet::new(),
+        };
+        if let Some(window) = settings.deduplication {
+            log.dedup = Some(log.rebuild_dedup_window(window).await?);
+        }
+        Ok(log)
     }
 
     pub fn first_offset(&self) -> u64 {
@@ -112,57 +205,134 @@ impl<S: Storage> PartitionLog<S> {
         Usage { size_bytes: disk + self.journal_bytes, messages_count: self.next_offset - self.first_offset() }
     }
 
+    /// Why the partition refuses sends, while a write has failed and none succeeded since.
+    pub fn write_failure(&self) -> Option<io::ErrorKind> {
+        self.write_failure
+    }
+
+    /// Messages acknowledged but not yet written.
+    pub fn unsaved_messages(&self) -> u32 {
+        self.journal_messages
+    }
+
     /// Stamps a validated batch with the next offsets and `now_us`, journals it, and flushes
-    /// when a threshold is reached or the topic demands fsync. Returns the base offset.
-    pub async fn append(&mut self, storage: &S, mut stored: Vec<u8>, now_us: u64) -> io::Result<u64> {
+    /// when a threshold is reached or the topic demands fsync. Messages whose id is in the
+    /// dedup window are dropped first. A batch that cannot be written is taken back: the
+    /// call fails, its offsets are not used, and the partition refuses sends until a write
+    /// succeeds (each later send first retries what is pending).
+    pub async fn append(&mut self, storage: &S, mut stored: Vec<u8>, now_us: u64) -> io::Result<Appended> {
+        if self.write_failure.is_some()
+            && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
+        {
+            self.spent.push(stored);
+            return Err(error);
+        }
+        let now_us = now_us.max(self.last_timestamp);
+        let mut duplicates = 0;
+        if let Some(window) = &mut self.dedup
+            && let Some(mask) = window.duplicates(batch::message_ids(&stored), now_us)
+        {
+            let kept = batch::drop_frames(&mut stored, &mask);
+            duplicates = mask.iter().filter(|&&d| d).count() as u32;
+            if kept == 0 {
+                self.spent.push(stored);
+                return Ok(Appended { base_offset: self.next_offset, stored: 0, duplicates, bytes: 0 });
+            }
+        }
+        let ids: Option<Vec<u128>> = self.dedup.is_some().then(|| batch::message_ids(&stored).collect());
         let base_offset = self.next_offset;
         batch::stamp(&mut stored, self.partition_id, base_offset, now_us);
         let count = BatchHeader::read(&stored).message_count;
+        let bytes = stored.len() as u64;
+        self.push_journal(stored, count);
+        let threshold_reached = self.journal_messages >= self.settings.messages_required_to_save
+            || self.journal_bytes >= self.settings.size_required_to_save_bytes;
+        if (threshold_reached || self.settings.enforce_fsync)
+            && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
+            && let Some(batch) = self.take_back(base_offset, count)
+        {
+            self.spent.push(batch);
+            return Err(error);
+        }
+        self.last_timestamp = now_us;
+        if let (Some(window), Some(ids)) = (&mut self.dedup, ids) {
+            window.record(ids.into_iter(), now_us);
+        }
+        Ok(Appended { base_offset, stored: count, duplicates, bytes })
+    }
+
+    fn push_journal(&mut self, stored: Vec<u8>, count: u32) {
         self.next_offset += count as u64;
         self.journal_messages += count;
         self.journal_bytes += stored.len() as u64;
-        self.journal.push(stored);
-        let threshold_reached = self.journal_messages >= self.settings.messages_required_to_save
-            || self.journal_bytes >= self.settings.size_required_to_save_bytes;
-        if threshold_reached || self.settings.enforce_fsync {
-            self.flush(storage, self.settings.enforce_fsync).await?;
+        self.journal.push_back(stored);
+    }
+
+    /// Takes the last journaled batch back if it is still unwritten and is the one at
+    /// `base_offset`: it was never acknowledged, so its offsets are given out again.
+    fn take_back(&mut self, base_offset: u64, count: u32) -> Option<Vec<u8>> {
+        if self.journal.back().map(|b| BatchHeader::read(b).base_offset) != Some(base_offset) {
+            return None;
         }
-        Ok(base_offset)
+        let batch = self.journal.pop_back()?;
+        self.next_offset -= count as u64;
+        self.journal_messages -= count;
+        self.journal_bytes -= batch.len() as u64;
+        Some(batch)
     }
 
     /// Writes the journal to the active segment, sealing it and opening a new one whenever
-    /// the next batch would cross the segment size.
+    /// the next batch would cross the segment size. Each write lands whole or not at all;
+    /// what could not be written stays journaled, and the partition turns read-only.
     pub async fn flush(&mut self, storage: &S, fsync: bool) -> io::Result<()> {
-        let journal = std::mem::take(&mut self.journal);
-        let mut pending: Vec<Vec<u8>> = Vec::new();
-        let mut pending_bytes = 0u64;
-        for stored in journal {
-            let active = self.segments.last().expect("a partition always has a segment");
-            if active.size_bytes + pending_bytes > 0
-                && active.size_bytes + pending_bytes + stored.len() as u64 > self.settings.segment_size_bytes
-            {
-                self.write_pending(std::mem::take(&mut pending), fsync).await?;
-                pending_bytes = 0;
-                self.seal_and_roll(storage, BatchHeader::read(&stored).base_offset).await?;
+        match self.write_journal(storage, fsync).await {
+            Ok(()) => {
+                self.write_failure = None;
+                Ok(())
             }
-            pending_bytes += stored.len() as u64;
-            pending.push(stored);
+            Err(error) => {
+                self.write_failure = Some(error.kind());
+                Err(error)
+            }
         }
-        self.write_pending(pending, fsync).await?;
-        if fsync {
-            self.segments.last().unwrap().sync().await?;
-        }
-        self.journal_messages = 0;
-        self.journal_bytes = 0;
-        Ok(())
     }
 
-    async fn write_pending(&mut self, pending: Vec<Vec<u8>>, fsync: bool) -> io::Result<()> {
-        if pending.is_empty() {
-            return Ok(());
+    async fn write_journal(&mut self, storage: &S, fsync: bool) -> io::Result<()> {
+        let mut wrote = false;
+        while !self.journal.is_empty() {
+            let active = self.segments.last().expect("a partition always has a segment");
+            let mut size = active.size_bytes;
+            let mut take = 0;
+            for stored in &self.journal {
+                if size > 0 && size + stored.len() as u64 > self.settings.segment_size_bytes {
+                    break;
+                }
+                size += stored.len() as u64;
+                take += 1;
+            }
+            if take == 0 {
+                let start = BatchHeader::read(&self.journal[0]).base_offset;
+                self.seal_and_roll(storage, start).await?;
+                continue;
+            }
+            let chunk: Vec<Vec<u8>> = self.journal.drain(..take).collect();
+            let (result, chunk) = self.segments.last_mut().unwrap().append(chunk, fsync).await;
+            if let Err(error) = result {
+                for stored in chunk.into_iter().rev() {
+                    self.journal.push_front(stored);
+                }
+                return Err(error);
+            }
+            for stored in &chunk {
+                self.journal_messages -= BatchHeader::read(stored).message_count;
+                self.journal_bytes -= stored.len() as u64;
+            }
+            self.spent.extend(chunk);
+            wrote = true;
         }
-        let written = self.segments.last_mut().unwrap().append(pending, fsync).await?;
-        self.spent.extend(written);
+        if fsync && !wrote {
+            self.segments.last().unwrap().sync().await?;
+        }
         Ok(())
     }
 
@@ -179,32 +349,51 @@ impl<S: Storage> PartitionLog<S> {
         storage.sync_dir(&self.dir).await
     }
 
-    /// Appends up to `count` messages from `start` as batch records; returns how many.
-    pub async fn read(&self, start: u64, count: u32, out: &mut Vec<u8>) -> io::Result<u32> {
-        let mut read = 0u32;
+    /// Appends up to `count` messages from `start` as batch records. Stored batches are
+    /// checked before any of their bytes are appended; the read stops at the first damaged
+    /// one, which is reported when nothing came before it.
+    pub async fn read(&self, start: u64, count: u32, out: &mut Vec<u8>) -> io::Result<PartitionRead> {
+        let mut read = PartitionRead::default();
         let mut next = start;
         let budget_start = out.len();
         for segment in &self.segments {
-            if read >= count || out.len() - budget_start >= MAX_POLL_BYTES {
+            if read.messages >= count || out.len() - budget_start >= MAX_POLL_BYTES {
                 return Ok(read);
             }
             if segment.end_offset() <= next {
                 continue;
             }
             let budget = MAX_POLL_BYTES.saturating_sub(out.len() - budget_start).max(1);
-            let taken = segment.read(next, count - read, budget, out).await?;
-            read += taken;
-            next += taken as u64;
+            let taken = segment.read(next, count - read.messages, budget, self.settings.validate_checksum, out).await?;
+            read.messages += taken.messages;
+            next += taken.messages as u64;
+            if taken.damaged.is_some() {
+                read.damaged = taken.damaged;
+                return Ok(read);
+            }
         }
         for stored in &self.journal {
-            if read >= count || out.len() - budget_start >= MAX_POLL_BYTES {
+            if read.messages >= count || out.len() - budget_start >= MAX_POLL_BYTES {
                 break;
             }
-            let taken = batch::append_slice(stored, next, count - read, out);
-            read += taken;
+            let taken = batch::append_slice(stored, next, count - read.messages, out);
+            read.messages += taken;
             next += taken as u64;
         }
         Ok(read)
+    }
+
+    /// Whether a damaged batch is reported for the first time (so it is logged once).
+    pub fn first_report(&mut self, damaged: &DamagedBatch) -> bool {
+        let start = self
+            .segments
+            .iter()
+            .find(|s| s.log_path() == damaged.file)
+            .map_or(damaged.first_offset, |s| s.start_offset);
+        if self.reported.len() >= MAX_REPORTED {
+            return false;
+        }
+        self.reported.insert((start, damaged.position))
     }
 
     /// The offset of the first message stamped at or after `timestamp`.
@@ -220,7 +409,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.
     pub async fn purge(&mut self, storage: &S) -> io::Result<()> {
-        self.journal.clear();
+        self.spent.extend(self.journal.drain(..));
         self.journal_messages = 0;
         self.journal_bytes = 0;
         self.segments.clear();
@@ -229,20 +418,12 @@ impl<S: Storage> PartitionLog<S> {
         self.segments.push(Segment::create(storage, &self.dir, 0).await?);
         self.offsets = ConsumerOffsets::load(storage, &self.dir).await?;
         self.next_offset = 0;
-        Ok(())
-    }
-
-    /// Deletes the oldest `count` sealed segments; the active segment is never deleted.
-    /// Returns how many were deleted.
-    pub async fn delete_segments(&mut self, storage: &S, count: u32) -> io::Result<u32> {
-        let sealed = self.segments.len().saturating_sub(1);
-        let deleting = (count as usize).min(sealed);
-        for segment in self.segments.drain(..deleting) {
-            let start = segment.start_offset;
-            storage.remove_file(&self.dir.join(rill_domain::segment::log_file_name(start))).await?;
-            storage.remove_file(&self.dir.join(rill_domain::segment::index_file_name(start))).await?;
+        self.write_failure = None;
+        self.reported.clear();
+        if let Some(window) = self.settings.deduplication {
+            self.dedup = Some(DedupWindow::new(window.max_entries, window.expiry_us));
         }
-        Ok(deleting as u32)
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

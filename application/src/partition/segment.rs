@@ -1,30 +1,51 @@
 //! One segment on disk: its `.log` of stamped batches and its `.index` of one entry per
-//! batch, with crash recovery that cuts a torn or corrupt tail at the last verified batch.
+//! batch. Appends either land whole (log, index, and fsync when asked) or leave the segment
+//! as it was; reads check every batch before any of it is served.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use rill_domain::batch::{self, BatchHeader};
-use rill_domain::constants::{BATCH_HEADER_SIZE, INDEX_ENTRY_SIZE, MAX_FRAME_SIZE, MAX_IOVECS_PER_WRITE};
+use rill_domain::batch::{self, BatchHeader, StoredBatch};
+use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_IOVECS_PER_WRITE};
 use rill_domain::segment::{self, IndexEntry};
 
 use crate::ports::{Storage, StorageFile};
 
 pub struct Segment<F> {
     pub start_offset: u64,
-    log: F,
-    index: F,
+    pub(super) log_path: PathBuf,
+    pub(super) log: F,
+    pub(super) index: F,
     pub size_bytes: u64,
     pub entries: Vec<IndexEntry>,
 }
 
-/// What recovery found in a segment's files.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Recovery {
-    /// Bytes cut from the end of the log because they did not verify.
-    pub truncated_bytes: u64,
-    /// Index entries rebuilt from the log.
-    pub rebuilt_entries: usize,
+/// A stored batch that failed its check on a read: never served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedBatch {
+    pub file: PathBuf,
+    pub position: u64,
+    pub first_offset: u64,
+    pub last_offset: u64,
+}
+
+/// What a segment read appended, and the damaged batch it stopped at, if any.
+#[derive(Debug, Default)]
+pub struct SegmentRead {
+    pub messages: u32,
+    pub damaged: Option<DamagedBatch>,
+}
+
+/// Whether a batch read back at `entry` is the one the index names, with its checksums
+/// (`validate`) or, without them, at least lengths that can be sliced safely.
+pub fn batch_matches(record: &[u8], entry: &IndexEntry, start_offset: u64, validate: bool) -> bool {
+    let sound =
+        if validate { batch::check_stored(record) == StoredBatch::Valid } else { batch::check_structure(record) };
+    if !sound {
+        return false;
+    }
+    let header = BatchHeader::read(record);
+    header.base_offset == start_offset + entry.relative_offset as u64 && header.message_count == entry.message_count
 }
 
 impl<F: StorageFile> Segment<F> {
@@ -37,93 +58,29 @@ impl<F: StorageFile> Segment<F> {
         self.end_offset() - self.start_offset
     }
 
+    /// Append time of the newest batch (0 for an empty segment).
+    pub fn newest_timestamp(&self) -> u64 {
+        self.entries.last().map_or(0, |e| e.timestamp)
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
     pub async fn create<S: Storage<File = F>>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<Self> {
-        let log = storage.open(&dir.join(segment::log_file_name(start_offset))).await?;
+        let log_path = dir.join(segment::log_file_name(start_offset));
+        let log = storage.open(&log_path).await?;
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         log.truncate(0).await?;
         index.truncate(0).await?;
-        Ok(Self { start_offset, log, index, size_bytes: 0, entries: Vec::new() })
-    }
-
-    /// Opens an existing segment and repairs it: index entries that point past the log or
-    /// at a batch that does not verify are dropped, batches after the index are re-indexed,
-    /// and anything after the last verified batch is cut.
-    pub async fn load<S: Storage<File = F>>(
-        storage: &S,
-        dir: &Path,
-        start_offset: u64,
-    ) -> io::Result<(Self, Recovery)> {
-        let log = storage.open(&dir.join(segment::log_file_name(start_offset))).await?;
-        let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
-        let log_len = log.len().await?;
-        let mut entries = read_index(&index).await?;
-        keep_consistent_prefix(&mut entries, log_len);
-        let mut segment = Self { start_offset, log, index, size_bytes: 0, entries };
-        while let Some(last) = segment.entries.last().copied() {
-            if segment.verify_batch(&last).await? {
-                break;
-            }
-            segment.entries.pop();
-        }
-        segment.size_bytes = segment.entries.last().map_or(0, |e| e.position as u64 + e.length as u64);
-        let indexed = segment.entries.len();
-        let rebuilt_entries = segment.scan_tail(log_len).await?;
-        let recovery = Recovery { truncated_bytes: log_len - segment.size_bytes, rebuilt_entries };
-        if recovery.truncated_bytes > 0 {
-            segment.log.truncate(segment.size_bytes).await?;
-        }
-        if rebuilt_entries > 0 || segment.index.len().await? != (indexed * INDEX_ENTRY_SIZE) as u64 {
-            segment.rewrite_index().await?;
-        }
-        Ok((segment, recovery))
-    }
-
-    async fn verify_batch(&self, entry: &IndexEntry) -> io::Result<bool> {
-        let buf = vec![0u8; entry.length as usize];
-        let (result, buf) = self.log.read_exact_at(buf, entry.position as u64).await;
-        result?;
-        let header = BatchHeader::read(&buf);
-        Ok(batch::verify_stored(&buf) && header.base_offset == self.start_offset + entry.relative_offset as u64)
-    }
-
-    /// Indexes verified batches after `size_bytes`; returns how many were added.
-    async fn scan_tail(&mut self, log_len: u64) -> io::Result<usize> {
-        let mut added = 0;
-        while log_len - self.size_bytes >= BATCH_HEADER_SIZE as u64 {
-            let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], self.size_bytes).await;
-            result?;
-            let length = BatchHeader::read(&head).batch_length;
-            if length < BATCH_HEADER_SIZE as u64 || length > MAX_FRAME_SIZE as u64 || self.size_bytes + length > log_len
-            {
-                break;
-            }
-            let (result, buf) = self.log.read_exact_at(vec![0u8; length as usize], self.size_bytes).await;
-            result?;
-            let header = BatchHeader::read(&buf);
-            if !batch::verify_stored(&buf) || header.base_offset != self.end_offset() {
-                break;
-            }
-            self.entries.push(entry_for(&header, self.start_offset, self.size_bytes));
-            self.size_bytes += length;
-            added += 1;
-        }
-        Ok(added)
-    }
-
-    async fn rewrite_index(&mut self) -> io::Result<()> {
-        let mut bytes = Vec::with_capacity(self.entries.len() * INDEX_ENTRY_SIZE);
-        for entry in &self.entries {
-            entry.encode(&mut bytes);
-        }
-        self.index.truncate(0).await?;
-        let (result, _) = self.index.write_at(vec![bytes], 0).await;
-        result
+        Ok(Self { start_offset, log_path, log, index, size_bytes: 0, entries: Vec::new() })
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
-    /// their index entries; both fsynced when asked. The written buffers come back so the
-    /// caller can recycle them.
-    pub async fn append(&mut self, batches: Vec<Vec<u8>>, fsync: bool) -> io::Result<Vec<Vec<u8>>> {
+    /// their index entries, both fsynced when asked. Either all of it lands and the segment
+    /// grows, or the segment stays as it was (a written prefix is cut, best effort) and the
+    /// call fails. The buffers always come back, in order, for recycling or a retry.
+    pub async fn append(&mut self, batches: Vec<Vec<u8>>, fsync: bool) -> (io::Result<()>, Vec<Vec<u8>>) {
         let mut index_bytes = Vec::with_capacity(batches.len() * INDEX_ENTRY_SIZE);
         let mut position = self.size_bytes;
         let mut new_entries = Vec::with_capacity(batches.len());
@@ -133,6 +90,34 @@ impl<F: StorageFile> Segment<F> {
             new_entries.push(entry);
             position += stored.len() as u64;
         }
+        let (result, batches) = self.write_all(batches, index_bytes, fsync).await;
+        if let Err(error) = result {
+            self.cut_back().await;
+            return (Err(error), batches);
+        }
+        self.entries.extend(new_entries);
+        self.size_bytes = position;
+        (Ok(()), batches)
+    }
+
+    /// Cuts what a failed append left past the segment's end, durably, so no batch that was
+    /// refused turns up after a restart. Best effort: on a disk that fails every call the
+    /// cut fails too, and a crash may then bring a refused batch back (at its own offsets,
+    /// never over an acknowledged one).
+    async fn cut_back(&self) {
+        let index_len = (self.entries.len() * INDEX_ENTRY_SIZE) as u64;
+        if self.log.truncate(self.size_bytes).await.is_ok() && self.index.truncate(index_len).await.is_ok() {
+            let _ = self.log.sync().await;
+            let _ = self.index.sync().await;
+        }
+    }
+
+    async fn write_all(
+        &self,
+        batches: Vec<Vec<u8>>,
+        index_bytes: Vec<u8>,
+        fsync: bool,
+    ) -> (io::Result<()>, Vec<Vec<u8>>) {
         let mut write_position = self.size_bytes;
         let mut remaining = batches;
         let mut written = Vec::with_capacity(remaining.len());
@@ -140,21 +125,23 @@ impl<F: StorageFile> Segment<F> {
             let rest = remaining.split_off(remaining.len().min(MAX_IOVECS_PER_WRITE));
             let chunk_len: u64 = remaining.iter().map(|b| b.len() as u64).sum();
             let (result, bufs) = self.log.write_at(remaining, write_position).await;
-            result?;
             written.extend(bufs);
+            if let Err(error) = result {
+                written.extend(rest);
+                return (Err(error), written);
+            }
             write_position += chunk_len;
             remaining = rest;
         }
         let index_position = (self.entries.len() * INDEX_ENTRY_SIZE) as u64;
         let (result, _) = self.index.write_at(vec![index_bytes], index_position).await;
-        result?;
-        if fsync {
-            self.log.sync().await?;
-            self.index.sync().await?;
+        if result.is_err() {
+            return (result, written);
         }
-        self.entries.extend(new_entries);
-        self.size_bytes = position;
-        Ok(written)
+        if fsync && let Err(error) = self.sync().await {
+            return (Err(error), written);
+        }
+        (Ok(()), written)
     }
 
     pub async fn sync(&self) -> io::Result<()> {
@@ -163,10 +150,19 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Appends to `out` the messages from `from` on, at most `max_messages`, reading one
-    /// contiguous range of whole batches. Returns the number of messages appended.
-    pub async fn read(&self, from: u64, max_messages: u32, max_bytes: usize, out: &mut Vec<u8>) -> io::Result<u32> {
+    /// contiguous range of whole batches. Each batch is checked (`validate`: its checksums;
+    /// otherwise its lengths) before any of it is appended; the read stops at the first
+    /// that fails and reports it.
+    pub async fn read(
+        &self,
+        from: u64,
+        max_messages: u32,
+        max_bytes: usize,
+        validate: bool,
+        out: &mut Vec<u8>,
+    ) -> io::Result<SegmentRead> {
         let Some(first) = segment::find_by_offset(&self.entries, from.saturating_sub(self.start_offset)) else {
-            return Ok(0);
+            return Ok(SegmentRead::default());
         };
         let mut last = first;
         let first_base = self.start_offset + self.entries[first].relative_offset as u64;
@@ -180,14 +176,45 @@ impl<F: StorageFile> Segment<F> {
         let start = self.entries[first].position as u64;
         let (result, buf) = self.log.read_exact_at(vec![0u8; bytes], start).await;
         result?;
-        let mut appended = 0;
+        let mut read = SegmentRead::default();
         let mut position = 0;
         for entry in &self.entries[first..=last] {
             let record = &buf[position..position + entry.length as usize];
-            appended += batch::append_slice(record, from, max_messages - appended, out);
+            if !batch_matches(record, entry, self.start_offset, validate) {
+                read.damaged = Some(self.damaged(entry));
+                break;
+            }
+            read.messages += batch::append_slice(record, from, max_messages - read.messages, out);
             position += entry.length as usize;
         }
-        Ok(appended)
+        Ok(read)
+    }
+
+    /// Where a damaged batch is, for logs and metrics.
+    pub fn damaged(&self, entry: &IndexEntry) -> DamagedBatch {
+        let first_offset = self.start_offset + entry.relative_offset as u64;
+        DamagedBatch {
+            file: self.log_path.clone(),
+            position: entry.position as u64,
+            first_offset,
+            last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
+        }
+    }
+
+    /// Reads the whole batches of entries `from..` up to about `max_bytes` (at least one)
+    /// for the scrubber, which checks them away from the partition's lock.
+    pub async fn read_entries(&self, from: usize, max_bytes: usize) -> io::Result<(Vec<IndexEntry>, Vec<u8>)> {
+        let mut to = from;
+        let mut bytes = 0usize;
+        while to < self.entries.len() && (to == from || bytes + self.entries[to].length as usize <= max_bytes) {
+            bytes += self.entries[to].length as usize;
+            to += 1;
+        }
+        let entries = self.entries[from..to].to_vec();
+        let Some(first) = entries.first() else { return Ok((entries, Vec::new())) };
+        let (result, buf) = self.log.read_exact_at(vec![0u8; bytes], first.position as u64).await;
+        result?;
+        Ok((entries, buf))
     }
 
     /// The offset of the first batch stamped at or after `timestamp`, if this segment has one.
@@ -197,7 +224,7 @@ impl<F: StorageFile> Segment<F> {
     }
 }
 
-fn entry_for(header: &BatchHeader, start_offset: u64, position: u64) -> IndexEntry {
+pub(super) fn entry_for(header: &BatchHeader, start_offset: u64, position: u64) -> IndexEntry {
     IndexEntry {
         relative_offset: (header.base_offset - start_offset) as u32,
         position: position as u32,
@@ -205,34 +232,4 @@ fn entry_for(header: &BatchHeader, start_offset: u64, position: u64) -> IndexEnt
         message_count: header.message_count,
         length: header.batch_length as u32,
     }
-}
-
-async fn read_index<F: StorageFile>(index: &F) -> io::Result<Vec<IndexEntry>> {
-    let len = index.len().await? as usize / INDEX_ENTRY_SIZE * INDEX_ENTRY_SIZE;
-    if len == 0 {
-        return Ok(Vec::new());
-    }
-    let (result, buf) = index.read_exact_at(vec![0u8; len], 0).await;
-    result?;
-    Ok(buf.chunks_exact(INDEX_ENTRY_SIZE).map(|chunk| IndexEntry::decode(chunk.try_into().unwrap())).collect())
-}
-
-/// Keeps the longest prefix of entries that tile the log from position 0 with contiguous
-/// offsets and lie inside it.
-fn keep_consistent_prefix(entries: &mut Vec<IndexEntry>, log_len: u64) {
-    let (mut position, mut relative) = (0u64, 0u64);
-    let keep = entries
-        .iter()
-        .take_while(|e| {
-            let fits = e.position as u64 == position
-                && e.relative_offset as u64 == relative
-                && e.message_count > 0
-                && e.length as usize >= BATCH_HEADER_SIZE
-                && position + e.length as u64 <= log_len;
-            position += e.length as u64;
-            relative += e.message_count as u64;
-            fits
-        })
-        .count();
-    entries.truncate(keep);
 }

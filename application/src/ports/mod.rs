@@ -18,7 +18,7 @@ pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;
 pub use replica_network::ReplicaNetwork;
-pub use storage::{Storage, StorageFile};
+pub use storage::{Space, Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.
 pub trait Env: 'static {

@@ -9,6 +9,9 @@
 //!   writes (the simulated adapter does exactly that).
 //! - Directory operations on a missing path: `list_dir` returns nothing, `remove_dir_all`
 //!   succeeds.
+//! - A failed call (a full disk is `StorageFull`, a device error `Other` or the OS's code)
+//!   changes nothing it did not report: a failed `write_at` may have written a prefix, which
+//!   the caller cuts or overwrites.
 
 use std::io;
 use std::path::Path;
@@ -20,6 +23,14 @@ pub trait StorageFile {
     async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>);
     async fn sync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
+}
+
+/// The size of the filesystem that holds a path, and what an unprivileged writer may
+/// still use of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    pub total_bytes: u64,
+    pub available_bytes: u64,
 }
 
 #[allow(async_fn_in_trait)]
@@ -38,4 +49,6 @@ pub trait Storage {
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes directory entries (creations, renames) durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// The filesystem holding `path`: its size and the bytes still available.
+    async fn space(&self, path: &Path) -> io::Result<Space>;
 }

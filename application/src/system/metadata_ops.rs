@@ -12,7 +12,6 @@ use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response;
 
 use super::{System, queries};
-use crate::partition::PartitionSettings;
 use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 
 impl<E: Env> System<E> {
@@ -128,7 +127,7 @@ impl<E: Env> System<E> {
 
     async fn open_new(&self, stream_id: u32, topic_id: u32, partitions: std::ops::Range<u32>) -> std::io::Result<()> {
         let Some(settings) =
-            self.writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map(|t| PartitionSettings::from(&t.settings)))
+            self.writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map(|t| self.partition_settings(&t.settings)))
         else {
             return Ok(());
         };

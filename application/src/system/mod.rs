@@ -6,6 +6,7 @@
 
 mod clients;
 mod groups;
+mod maintenance;
 mod messages;
 mod metadata_ops;
 mod partitions;
@@ -27,13 +28,14 @@ use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response::NodePorts;
 
 pub use clients::{ClientEntry, ClientRegistry, Transport};
+pub use maintenance::{DataConfig, FreeSpaceFloor, ScrubCursor};
 pub use replication::{MetadataWriter, ReplicaRole};
 
 use crate::credentials::RootSeed;
 use crate::partition::PartitionLog;
 use crate::ports::{Clock, Env, MetadataRead, ShardBus, ShardReply, ShardRequest, Storage};
 use crate::replication::{JournalError, Membership, Replication};
-use crate::shared::{PartitionStats, Shared};
+use crate::shared::{PartitionSnapshot, PartitionStats, Shared};
 
 /// What the server needs to know that is not in its data directory.
 #[derive(Debug, Clone)]
@@ -45,6 +47,7 @@ pub struct SystemConfig {
     pub ports: NodePorts,
     pub host: HostInfo,
     pub security: SecurityConfig,
+    pub data: DataConfig,
     /// This node's replica id and the cluster's size (one node by default).
     pub membership: Membership,
     /// Each roster node's client address and ports, by replica id (empty on one node).
@@ -111,6 +114,8 @@ pub struct Recovered<S: Storage> {
     pub pending: Vec<rill_domain::vsr::Effect>,
     /// Whether the root account was created now (its generated password is shown once).
     pub root_created: bool,
+    /// The previous run stopped gracefully, with every partition fsynced.
+    pub clean_shutdown: bool,
 }
 
 impl<S: Storage> Recovered<S> {
@@ -137,6 +142,7 @@ pub async fn recover<S: Storage>(
     now_us: u64,
     seed: u64,
 ) -> Result<Recovered<S>, StartError> {
+    let clean_shutdown = take_clean_shutdown_marker(storage, &config.data_path).await;
     let metadata_dir = config.data_path.join("metadata");
     let (replication, opened) = Replication::open(storage, &metadata_dir, config.membership, seed).await?;
     // Ops committed while opening are already in the state every view starts from: only
@@ -157,7 +163,24 @@ pub async fn recover<S: Storage>(
             return Err(StartError::Replay { op: replication.commit(), code: ErrorCode::CannotDeleteUser });
         }
     }
-    Ok(Recovered { replication, pending, root_created })
+    Ok(Recovered { replication, pending, root_created, clean_shutdown })
+}
+
+/// The file a graceful shutdown leaves once every partition is fsynced.
+const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
+
+/// Whether the last run left the clean-shutdown marker; it is removed (durably) before any
+/// partition opens, so a crash of this run is never taken for a clean stop.
+async fn take_clean_shutdown_marker<S: Storage>(storage: &S, data_path: &Path) -> bool {
+    let marker = data_path.join(CLEAN_SHUTDOWN_MARKER);
+    if !storage.exists(&marker).await {
+        return false;
+    }
+    let removed = storage.remove_file(&marker).await.is_ok() && storage.sync_dir(data_path).await.is_ok();
+    if !removed {
+        tracing::warn!(path = %marker.display(), "cannot remove the clean-shutdown marker; treating the last stop as a crash");
+    }
+    removed
 }
 
 /// The journal form of creating the root account from the seed.
@@ -182,7 +205,13 @@ pub struct Partition<S: Storage> {
 
 impl<S: Storage> Partition<S> {
     fn refresh(&self, log: &PartitionLog<S>) {
-        self.stats.set(log.usage(), log.segments_count(), log.current_offset());
+        self.stats.set(PartitionSnapshot {
+            usage: log.usage(),
+            segments_count: log.segments_count(),
+            current_offset: log.current_offset(),
+            first_offset: log.first_offset(),
+            read_only: log.write_failure().is_some(),
+        });
     }
 }
 
@@ -245,7 +274,7 @@ impl<E: Env> System<E> {
                         let namespace = Namespace::new(stream.id, topic.id, partition_id)
                             .expect("metadata keeps ids within limits");
                         if self.shared.owner(namespace) == self.shard_id {
-                            owned.push((namespace, crate::partition::PartitionSettings::from(&topic.settings)));
+                            owned.push((namespace, self.partition_settings(&topic.settings)));
                         }
                     }
                 }
@@ -297,16 +326,51 @@ impl<E: Env> System<E> {
     /// Flushes, with fsync, every partition this shard owns and closes it: an operation
     /// that arrives later is refused instead of acknowledged and then lost. Used at
     /// shutdown; operations already in flight finish first, since each holds its
-    /// partition's lock.
+    /// partition's lock. A partition that cannot be flushed does not stop the others; the
+    /// first failure is returned once all were tried.
     pub async fn flush_owned(&self) -> std::io::Result<()> {
-        let owned: Vec<Rc<Partition<E::Storage>>> = self.partitions.borrow().values().cloned().collect();
-        for partition in owned {
+        let owned: Vec<(Namespace, Rc<Partition<E::Storage>>)> =
+            self.partitions.borrow().iter().map(|(ns, p)| (*ns, p.clone())).collect();
+        let mut failure = None;
+        for (namespace, partition) in owned {
             let mut log = partition.log.lock().await;
-            log.flush(&self.storage, true).await?;
+            if let Err(error) = log.flush(&self.storage, true).await {
+                tracing::error!(
+                    %error,
+                    partition = %maintenance::namespace_label(namespace),
+                    unsaved_messages = log.unsaved_messages(),
+                    "cannot flush a partition at shutdown: its unsaved messages are lost"
+                );
+                failure.get_or_insert(error);
+            }
             partition.refresh(&log);
+            self.release_spent(&mut log);
             partition.closed.set(true);
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Leaves the clean-shutdown marker, after every partition was flushed and fsynced.
+    pub async fn mark_clean_shutdown(&self) -> std::io::Result<()> {
+        let marker = self.data_path().join(CLEAN_SHUTDOWN_MARKER);
+        let file = self.storage.open(&marker).await?;
+        crate::ports::StorageFile::sync(&file).await?;
+        self.storage.sync_dir(self.data_path()).await
+    }
+
+    /// Returns the buffers a partition has written to the memory pool.
+    fn release_spent(&self, log: &mut PartitionLog<E::Storage>) {
+        for buffer in log.take_spent() {
+            self.shared.pool.release(buffer);
+        }
+    }
+
+    /// A topic's settings as its partitions run them, with the server's defaults.
+    pub(crate) fn partition_settings(
+        &self,
+        topic: &rill_domain::topic_options::TopicSettings,
+    ) -> crate::partition::PartitionSettings {
+        crate::partition::PartitionSettings::new(topic, &self.shared.config.data.partition)
     }
 
     /// Flushes and closes every partition of every shard (shard 0 asks the others over
@@ -343,13 +407,4 @@ impl<E: Env> System<E> {
     pub(crate) fn next_session(&self) -> u64 {
         self.shared.next_session()
     }
-}
-
-/// Ends the process for an unrecoverable environment failure (the metadata journal or a
-/// partition's disk is gone): continuing would answer clients with state that cannot be
-/// made durable.
-pub fn fatal(reason: &str) -> ! {
-    tracing::error!("fatal: {reason}");
-    eprintln!("rill-server: fatal: {reason}");
-    std::process::exit(74);
 }

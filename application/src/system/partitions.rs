@@ -11,7 +11,8 @@ use rill_domain::error::ErrorCode;
 use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
 use rill_domain::wire::response;
 
-use super::{Partition, System, fatal};
+use super::maintenance::namespace_label;
+use super::{Partition, System};
 use crate::partition::{ConsumerKey, PartitionLog, PartitionSettings};
 use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 use crate::shared::PartitionStats;
@@ -45,7 +46,8 @@ impl<E: Env> System<E> {
             // A new partition must not inherit files of a deleted one with the same ids.
             self.storage.remove_dir_all(&dir).await?;
         }
-        let log = PartitionLog::open(&self.storage, &dir, namespace.partition_id(), settings).await?;
+        let clean = self.shared.clean_start && !fresh;
+        let log = PartitionLog::open(&self.storage, &dir, namespace.partition_id(), settings, clean).await?;
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition =
             Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
@@ -79,9 +81,7 @@ impl<E: Env> System<E> {
         }
         let reply = self.execute_locked(namespace, &mut log, op).await;
         partition.refresh(&log);
-        for buffer in log.take_spent() {
-            self.shared.pool.release(buffer);
-        }
+        self.release_spent(&mut log);
         reply
     }
 
@@ -105,18 +105,13 @@ impl<E: Env> System<E> {
         let partition_id = namespace.partition_id();
         match op {
             PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } => {
-                let base_offset = match log.append(&self.storage, batch, self.now_us()).await {
-                    Ok(base_offset) => base_offset,
-                    Err(error) => {
-                        fatal(&format!("cannot write partition {stream_id}/{topic_id}/{partition_id}: {error}"))
-                    }
-                };
+                let appended = self.append(namespace, log, batch).await?;
                 let mut out = Vec::new();
-                response::send_confirmation(&mut out, stream_id, topic_id, partition_id, base_offset);
+                response::send_confirmation(&mut out, stream_id, topic_id, partition_id, appended.base_offset);
                 Ok(out)
             }
             PartitionOp::Poll { key, strategy, count, auto_commit } => {
-                self.poll(log, partition_id, key, strategy, count, auto_commit).await
+                self.poll(log, namespace, key, strategy, count, auto_commit).await
             }
             PartitionOp::GetOffset { key } => {
                 let mut out = Vec::new();
@@ -137,12 +132,16 @@ impl<E: Env> System<E> {
                 Ok(false) => Err(ErrorCode::ConsumerOffsetNotFound),
                 Err(error) => Err(io_failure("deleting an offset")(error)),
             },
-            PartitionOp::Flush { fsync } => match log.flush(&self.storage, fsync).await {
-                Ok(()) => Ok(Vec::new()),
-                Err(error) => fatal(&format!("cannot flush partition {partition_id}: {error}")),
-            },
+            PartitionOp::Flush { fsync } => {
+                let was_read_only = log.write_failure().is_some();
+                let result = log.flush(&self.storage, fsync).await;
+                self.note_write(namespace, was_read_only, result.as_ref().err());
+                result.map(|()| Vec::new()).map_err(|_| ErrorCode::CannotSaveMessagesToSegment)
+            }
             PartitionOp::DeleteSegments { count } => {
-                log.delete_segments(&self.storage, count).await.map_err(io_failure("deleting segments"))?;
+                let detached =
+                    log.delete_segments(&self.storage, count).await.map_err(io_failure("deleting segments"))?;
+                self.shared.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
                 Ok(Vec::new())
             }
             PartitionOp::Purge => {
@@ -158,7 +157,7 @@ impl<E: Env> System<E> {
     async fn poll(
         &self,
         log: &mut PartitionLog<E::Storage>,
-        partition_id: u32,
+        namespace: Namespace,
         key: ConsumerKey,
         strategy: PollingStrategy,
         count: u32,
@@ -174,9 +173,18 @@ impl<E: Env> System<E> {
             strategy => polling::start_offset(strategy, count, cursor),
         };
         let mut out = Vec::new();
-        response::poll_prefix(&mut out, partition_id, log.current_offset(), 0);
+        response::poll_prefix(&mut out, namespace.partition_id(), log.current_offset(), 0);
         let Some(start) = start else { return Ok(out) };
         let read = log.read(start, count, &mut out).await.map_err(io_failure("a poll read"))?;
+        if let Some(damaged) = &read.damaged {
+            self.report_damaged(log, namespace, damaged, "poll");
+            if read.messages == 0 {
+                // Nothing before the damaged batch: the poll fails rather than skip it.
+                self.shared.data.damaged_reads.fetch_add(1, Ordering::Relaxed);
+                return Err(ErrorCode::InvalidMessageChecksum);
+            }
+        }
+        let read = read.messages;
         out[12..16].copy_from_slice(&read.to_le_bytes());
         if auto_commit && read > 0 {
             let fsync = log.settings.consumer_offset_fsync;
@@ -186,5 +194,50 @@ impl<E: Env> System<E> {
                 .map_err(io_failure("auto-commit"))?;
         }
         Ok(out)
+    }
+}
+
+impl<E: Env> System<E> {
+    /// Appends a sent batch on its owner, refused early while the data volume is below its
+    /// free-space floor. A failed write answers an error (the batch is not acknowledged)
+    /// and leaves the partition read-only until a write succeeds.
+    async fn append(
+        &self,
+        namespace: Namespace,
+        log: &mut PartitionLog<E::Storage>,
+        batch: Vec<u8>,
+    ) -> Result<crate::partition::Appended, ErrorCode> {
+        if self.shared.data.below_floor.load(Ordering::Relaxed) {
+            self.shared.pool.release(batch);
+            self.shared.data.sends_refused.fetch_add(1, Ordering::Relaxed);
+            return Err(ErrorCode::CannotAppendMessage);
+        }
+        let was_read_only = log.write_failure().is_some();
+        let result = log.append(&self.storage, batch, self.now_us()).await;
+        self.note_write(namespace, was_read_only, result.as_ref().err());
+        let appended = result.map_err(|_| {
+            self.shared.data.sends_refused.fetch_add(1, Ordering::Relaxed);
+            ErrorCode::CannotSaveMessagesToSegment
+        })?;
+        if appended.duplicates > 0 {
+            self.shared.data.duplicates_dropped.fetch_add(appended.duplicates as u64, Ordering::Relaxed);
+        }
+        Ok(appended)
+    }
+
+    /// Counts a failed write and logs each change of a partition's read-only state once.
+    fn note_write(&self, namespace: Namespace, was_read_only: bool, error: Option<&std::io::Error>) {
+        match error {
+            Some(error) => {
+                self.shared.data.write_failures.fetch_add(1, Ordering::Relaxed);
+                if !was_read_only {
+                    tracing::error!(%error, partition = %namespace_label(namespace), "partition write failed: the partition is read-only until a write succeeds");
+                }
+            }
+            None if was_read_only => {
+                tracing::info!(partition = %namespace_label(namespace), "partition takes writes again");
+            }
+            None => {}
+        }
     }
 }

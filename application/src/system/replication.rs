@@ -12,7 +12,7 @@ use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
 use rill_domain::vsr::{Effect, Message, Replica, Status};
 
-use super::{System, fatal};
+use super::System;
 use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
 use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
 
@@ -46,6 +46,9 @@ pub struct MetadataWriter<E: Env> {
     client_id: u128,
     next_request: Cell<u64>,
     ticks: Cell<u64>,
+    /// A journal write failed: the replica is no longer driven, and every metadata request
+    /// is refused until the server restarts (data traffic goes on).
+    halted: Cell<bool>,
 }
 
 impl<E: Env> MetadataWriter<E> {
@@ -67,6 +70,7 @@ impl<E: Env> MetadataWriter<E> {
             client_id,
             next_request: Cell::new(0),
             ticks: Cell::new(0),
+            halted: Cell::new(false),
         }
     }
 
@@ -102,6 +106,10 @@ impl<E: Env> System<E> {
     pub(super) async fn drive(&self, call: impl FnOnce(&mut Replica<MetadataMachine>, &mut Vec<Effect>)) {
         let writer = self.writer();
         let _pump = writer.pump.lock().await;
+        if writer.halted.get() {
+            writer.fail_waiters(ErrorCode::IoError, |_| false);
+            return;
+        }
         let mut effects = Vec::new();
         call(&mut writer.replication.replica.borrow_mut(), &mut effects);
         self.carry_out(effects).await;
@@ -118,7 +126,14 @@ impl<E: Env> System<E> {
         let writer = self.writer();
         let external = match writer.replication.settle(&self.storage, effects).await {
             Ok(external) => external,
-            Err(error) => fatal(&format!("cannot write the metadata journal: {error}")),
+            Err(error) => {
+                // The replica waits for a write that will not complete: it is not driven
+                // again, so nothing it journaled is contradicted. Data traffic goes on.
+                tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until a restart");
+                writer.halted.set(true);
+                writer.fail_waiters(ErrorCode::IoError, |_| false);
+                return;
+            }
         };
         for effect in external {
             match effect {
@@ -161,16 +176,20 @@ impl<E: Env> System<E> {
         }
         self.shared.set_commit(op);
         let Some(outcome) = outcome else { return };
+        let mut reflected = Ok(());
         if let Ok(applied) = &outcome.result {
             writer.publisher.borrow_mut().publish(outcome.operation, outcome.timestamp, &outcome.body);
             if let Err(error) = self.reflect(applied).await {
-                fatal(&format!("cannot apply {applied:?} to storage: {error}"));
+                // Committed, but its partitions are not all in place: they are opened again
+                // at the next start. The client hears of the failure.
+                tracing::error!(%error, ?applied, "a committed metadata change could not be mirrored in partition storage");
+                reflected = Err(ErrorCode::IoError);
             }
         }
         if client_id == writer.client_id
             && let Some(waiter) = writer.waiters.borrow_mut().remove(&request_number)
         {
-            let _ = waiter.reply.send(Ok(outcome));
+            let _ = waiter.reply.send(reflected.map(|()| outcome));
         }
     }
 
@@ -184,6 +203,9 @@ impl<E: Env> System<E> {
             return Err(ErrorCode::InvalidFormat);
         }
         let _one_at_a_time = writer.requests.lock().await;
+        if writer.halted.get() {
+            return Err(ErrorCode::IoError);
+        }
         let mut reader = rill_domain::wire::reader::Reader::new(body);
         let Ok(Some(op)) = rill_domain::wire::command::MetadataOp::decode(operation, &mut reader) else {
             return Err(ErrorCode::InvalidFormat);

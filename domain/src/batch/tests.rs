@@ -96,3 +96,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_flipped_payload_byte_is_damage_and_a_cut_batch_is_malformed() {
+    let mut batch = golden();
+    stamp(&mut batch, 0, 7, 42);
+    assert_eq!(check_stored(&batch), StoredBatch::Valid);
+    let mut rotten = batch.clone();
+    rotten[BATCH_HEADER_SIZE + MESSAGE_HEADER_SIZE + 1] ^= 0x01;
+    assert_eq!(check_stored(&rotten), StoredBatch::Damaged);
+    let mut rotten_header = batch.clone();
+    rotten_header[OFF_BASE_TIMESTAMP] ^= 0x80;
+    assert_eq!(check_stored(&rotten_header), StoredBatch::Damaged, "the batch checksum covers the header");
+    assert_eq!(check_stored(&batch[..batch.len() - 3]), StoredBatch::Malformed);
+    let mut zeroed = batch.clone();
+    zeroed[BATCH_HEADER_SIZE + 32..BATCH_HEADER_SIZE + 40].fill(0xff);
+    assert_eq!(check_stored(&zeroed), StoredBatch::Malformed, "a frame length past the end");
+}
+
+#[test]
+fn dropping_frames_renumbers_and_reseals() {
+    let batch = build(&[(1, b"a", b""), (2, b"bb", b""), (3, b"ccc", b"")], ORIGIN);
+    let mut kept = batch.clone();
+    assert_eq!(drop_frames(&mut kept, &[true, false, true]), 1);
+    assert_eq!(validate(&kept, 1).map(|h| h.message_count), Ok(1));
+    assert_eq!(message_ids(&kept).collect::<Vec<_>>(), vec![2]);
+    let mut kept = batch.clone();
+    assert_eq!(drop_frames(&mut kept, &[false, true, false]), 2);
+    assert!(validate(&kept, 2).is_ok(), "deltas 0 and 1, checksums recomputed");
+    assert_eq!(message_ids(&kept).collect::<Vec<_>>(), vec![1, 3]);
+    let mut untouched = batch.clone();
+    assert_eq!(drop_frames(&mut untouched, &[true, true, true]), 0);
+    assert_eq!(untouched, batch);
+    assert_eq!(drop_frames(&mut untouched, &[false, false, false]), 3);
+    assert_eq!(untouched, batch);
+}

@@ -56,7 +56,7 @@ fn settings(reader: &mut Reader<'_>) -> Result<TopicSettings, ErrorCode> {
         2 => Compression::Gzip,
         _ => return Err(ErrorCode::InvalidFormat),
     };
-    Ok(TopicSettings {
+    let mut settings = TopicSettings {
         compression,
         message_expiry_us: reader.u64()?,
         max_topic_size_bytes: reader.u64()?,
@@ -65,8 +65,15 @@ fn settings(reader: &mut Reader<'_>) -> Result<TopicSettings, ErrorCode> {
         messages_required_to_save: reader.u32()?,
         enforce_fsync: reader.u8()? != 0,
         consumer_offset_fsync: reader.u8()? != 0,
+        deduplicate: None,
         explicit: bytes(reader)?.to_vec(),
-    })
+    };
+    // Create-only keys live in the client's own block, which the snapshot keeps as sent.
+    let mut created = TopicSettings::default();
+    if created.apply_options(&settings.explicit, false).is_ok() {
+        settings.deduplicate = created.deduplicate;
+    }
+    Ok(settings)
 }
 
 fn put_topic(out: &mut Vec<u8>, topic: &Topic) {

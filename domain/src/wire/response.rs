@@ -309,7 +309,7 @@ mod tests {
         let mut out = Vec::new();
         topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });
         assert_eq!(&out[12..16], &1u32.to_le_bytes());
-        assert_eq!(&out[16..24], &[0xff; 8]);
+        assert_eq!(&out[16..24], &[0; 8], "message expiry: the server default");
         assert_eq!(out[24], 1);
         assert_eq!(out[49], 6);
         assert_eq!(&out[56..60], &[0; 4]);

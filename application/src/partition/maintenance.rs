@@ -1,0 +1,194 @@
+//! Background work on a partition's log: retention (detaching the oldest sealed segments
+//! under the partition's lock, removing their files after it), reads for the scrubber that
+//! checks sealed segments away from the lock, and the dedup window rebuilt at open.
+
+use std::io;
+use std::path::PathBuf;
+
+use rill_domain::batch;
+use rill_domain::dedup::DedupWindow;
+use rill_domain::retention::SealedSegment;
+use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
+
+use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, batch_matches};
+use crate::partition::DamagedBatch;
+use crate::ports::Storage;
+
+/// Segments taken out of a partition by retention, whose files are still to be removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Detached {
+    /// The renamed files, removed off the partition's lock.
+    pub paths: Vec<PathBuf>,
+    pub segments: u32,
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+/// Removes the files of detached segments; one already gone is not an error.
+pub async fn remove_detached<S: Storage>(storage: &S, detached: &Detached) -> io::Result<()> {
+    for path in &detached.paths {
+        match storage.remove_file(path).await {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whole batches of a sealed segment, read under the lock and checked after it.
+#[derive(Debug)]
+pub struct ScrubChunk {
+    pub segment_start: u64,
+    pub file: PathBuf,
+    pub entries: Vec<IndexEntry>,
+    pub bytes: Vec<u8>,
+    /// The entry the next chunk of this segment starts at.
+    pub next_entry: usize,
+}
+
+impl ScrubChunk {
+    /// Every batch of the chunk that fails its checksums.
+    pub fn damaged(&self) -> Vec<DamagedBatch> {
+        let mut position = 0usize;
+        let mut found = Vec::new();
+        for entry in &self.entries {
+            let record = &self.bytes[position..position + entry.length as usize];
+            position += entry.length as usize;
+            if !batch_matches(record, entry, self.segment_start, true) {
+                let first_offset = self.segment_start + entry.relative_offset as u64;
+                found.push(DamagedBatch {
+                    file: self.file.clone(),
+                    position: entry.position as u64,
+                    first_offset,
+                    last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
+                });
+            }
+        }
+        found
+    }
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// The sealed segments, oldest first, as retention weighs them, and the active
+    /// segment's bytes (journal included).
+    pub fn sealed_for_retention(&self) -> (Vec<SealedSegment>, u64) {
+        let sealed = &self.segments[..self.segments.len() - 1];
+        let list = sealed
+            .iter()
+            .map(|s| SealedSegment { size_bytes: s.size_bytes, newest_timestamp_us: s.newest_timestamp() })
+            .collect();
+        (list, self.segments.last().map_or(0, |s| s.size_bytes) + self.journal_bytes)
+    }
+
+    /// Takes the oldest `count` sealed segments out of the partition (never the active one):
+    /// their files are renamed to `*.deleted`, so a restart never loads them, and the
+    /// partition's first offset moves past them. The caller removes the files later, off
+    /// the lock. A rename that fails stops the pass there; what was detached stays detached.
+    pub async fn detach_oldest(&mut self, storage: &S, count: usize) -> io::Result<Detached> {
+        let count = count.min(self.segments.len().saturating_sub(1));
+        let mut detached = Detached::default();
+        for _ in 0..count {
+            let start = self.segments[0].start_offset;
+            let log = self.dir.join(log_file_name(start));
+            let log_deleted = self.dir.join(format!("{}{DELETED_SUFFIX}", log_file_name(start)));
+            if let Err(error) = storage.rename(&log, &log_deleted).await {
+                if detached.segments == 0 {
+                    return Err(error);
+                }
+                tracing::warn!(%error, path = %log.display(), "retention stopped: cannot rename a segment");
+                break;
+            }
+            // Without its log the index is an orphan: removed either way.
+            let index = self.dir.join(index_file_name(start));
+            let index_deleted = self.dir.join(format!("{}{DELETED_SUFFIX}", index_file_name(start)));
+            let index_path = match storage.rename(&index, &index_deleted).await {
+                Ok(()) => index_deleted,
+                Err(_) => index,
+            };
+            let segment = self.segments.remove(0);
+            detached.paths.extend([log_deleted, index_path]);
+            detached.segments += 1;
+            detached.messages += segment.messages_count();
+            detached.bytes += segment.size_bytes;
+        }
+        if detached.segments > 0 {
+            let first = self.first_offset();
+            self.reported.retain(|&(start, _)| start >= first);
+            if let Err(error) = storage.sync_dir(&self.dir).await {
+                tracing::warn!(%error, dir = %self.dir.display(), "retention: directory sync failed");
+            }
+        }
+        Ok(detached)
+    }
+
+    /// Deletes the oldest `count` sealed segments now (DELETE_SEGMENTS); returns how many.
+    pub async fn delete_segments(&mut self, storage: &S, count: u32) -> io::Result<Detached> {
+        let detached = self.detach_oldest(storage, count as usize).await?;
+        remove_detached(storage, &detached).await?;
+        Ok(detached)
+    }
+
+    /// The next whole batches (about `max_bytes`) of the first sealed segment starting at
+    /// or after `segment_start`, from `entry` when it is that very segment. `None` once no
+    /// sealed segment is left at or after it.
+    pub async fn scrub_read(
+        &self,
+        segment_start: u64,
+        entry: usize,
+        max_bytes: usize,
+    ) -> io::Result<Option<ScrubChunk>> {
+        let sealed = &self.segments[..self.segments.len() - 1];
+        for segment in sealed.iter().filter(|s| s.start_offset >= segment_start) {
+            let from = if segment.start_offset == segment_start { entry } else { 0 };
+            if from >= segment.entries.len() {
+                continue;
+            }
+            let (entries, bytes) = segment.read_entries(from, max_bytes).await?;
+            return Ok(Some(ScrubChunk {
+                segment_start: segment.start_offset,
+                file: segment.log_path().to_path_buf(),
+                next_entry: from + entries.len(),
+                entries,
+                bytes,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Refills the dedup window from the newest stored batches, back until it holds
+    /// `max_entries` ids or batches are older than the expiry, measured from the newest
+    /// batch. Batches that do not read back whole are skipped.
+    pub(super) async fn rebuild_dedup_window(&self, settings: DedupSettings) -> io::Result<DedupWindow> {
+        let mut window = DedupWindow::new(settings.max_entries, settings.expiry_us);
+        let cutoff = self.last_timestamp.saturating_sub(settings.expiry_us);
+        let mut newest_first: Vec<(u64, Vec<u128>)> = Vec::new();
+        let mut wanted = settings.max_entries as u64;
+        for segment in self.segments.iter().rev() {
+            let mut from = segment.entries.len();
+            while from > 0 && wanted > 0 && segment.entries[from - 1].timestamp > cutoff {
+                from -= 1;
+                wanted = wanted.saturating_sub(segment.entries[from].message_count as u64);
+            }
+            if from < segment.entries.len() {
+                let (entries, bytes) = segment.read_entries(from, usize::MAX).await?;
+                let mut position = 0usize;
+                let mut batches = Vec::with_capacity(entries.len());
+                for entry in &entries {
+                    let record = &bytes[position..position + entry.length as usize];
+                    position += entry.length as usize;
+                    if batch::check_structure(record) {
+                        batches.push((entry.timestamp, batch::message_ids(record).collect()));
+                    }
+                }
+                newest_first.extend(batches.into_iter().rev());
+            }
+            if from > 0 {
+                break;
+            }
+        }
+        for (timestamp, ids) in newest_first.into_iter().rev() {
+            window.record(ids.into_iter(), timestamp);
+        }
+        Ok(window)
+    }
+}

@@ -1,0 +1,273 @@
+//! Background work each shard runs on the partitions it owns: the retention cleaner, the
+//! scrubber that verifies sealed segments, retries of partitions whose last write failed,
+//! and (shard 0) the free-space check that makes sends fail early before the disk is full.
+//! Each pass holds a partition's lock only for in-memory work and small file operations;
+//! file removal and checksum verification run after the lock is released.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use rill_domain::Namespace;
+use rill_domain::retention::{RetentionDefaults, RetentionPolicy, segments_to_delete};
+
+use super::{Partition, System};
+use crate::partition::{DamagedBatch, PartitionDefaults, ScrubChunk, remove_detached};
+use crate::ports::{Env, MetadataRead, Storage};
+
+/// Server-wide data settings: reads, retention, scrubbing, dedup and the free-space floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataConfig {
+    pub partition: PartitionDefaults,
+    pub retention: RetentionDefaults,
+    /// How often each shard's cleaner runs; `None` with `cleaner_enabled = false`.
+    pub cleaner_interval_us: Option<u64>,
+    /// Bytes of sealed segments each shard's scrubber verifies per second; `None`: off.
+    pub scrub_bytes_per_second: Option<u64>,
+    /// Below this much free space on the data volume, sends are refused.
+    pub min_free_space: FreeSpaceFloor,
+    pub space_check_interval_us: u64,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            partition: PartitionDefaults::default(),
+            retention: RetentionDefaults::default(),
+            cleaner_interval_us: Some(60_000_000),
+            scrub_bytes_per_second: Some(8 << 20),
+            min_free_space: FreeSpaceFloor::Bytes(64 << 20),
+            space_check_interval_us: 1_000_000,
+        }
+    }
+}
+
+/// A free-space floor: bytes, or hundredths of a percent of the volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreeSpaceFloor {
+    Bytes(u64),
+    Basis(u32),
+}
+
+impl FreeSpaceFloor {
+    pub fn bytes(self, total_bytes: u64) -> u64 {
+        match self {
+            Self::Bytes(bytes) => bytes,
+            Self::Basis(basis) => (total_bytes as u128 * basis as u128 / 10_000) as u64,
+        }
+    }
+}
+
+/// Where a shard's scrubber is: the partition, the segment and the entry it reads next.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrubCursor {
+    namespace: Option<Namespace>,
+    /// The partition is done: go on with the next one.
+    past: bool,
+    segment_start: u64,
+    entry: usize,
+}
+
+impl<E: Env> System<E> {
+    fn owned_partitions(&self) -> Vec<(Namespace, Rc<Partition<E::Storage>>)> {
+        self.partitions.borrow().iter().map(|(ns, p)| (*ns, p.clone())).collect()
+    }
+
+    /// A partition's retention policy as its topic says now (so `update_topic` applies on
+    /// the next pass), or `None` when it keeps everything.
+    fn retention_policy(&self, namespace: Namespace) -> Option<RetentionPolicy> {
+        let defaults = self.shared.config.data.retention;
+        self.metadata
+            .read(|m| {
+                let topic = m.topic_by_ids(namespace.stream_id(), namespace.topic_id())?;
+                Some(RetentionPolicy::for_partition(&topic.settings, topic.partitions.len() as u32, defaults))
+            })
+            .filter(|policy| !policy.is_unlimited())
+    }
+
+    /// One cleaning pass over the partitions this shard owns: each deletes the sealed
+    /// segments its topic's expiry and size share no longer keep. Returns the segments
+    /// deleted.
+    pub async fn clean_partitions(&self) -> u32 {
+        let mut deleted = 0;
+        for (namespace, partition) in self.owned_partitions() {
+            let Some(policy) = self.retention_policy(namespace) else { continue };
+            let detached = {
+                let mut log = partition.log.lock().await;
+                if partition.closed.get() {
+                    continue;
+                }
+                let (sealed, active_bytes) = log.sealed_for_retention();
+                let count = segments_to_delete(&sealed, active_bytes, self.now_us(), policy);
+                if count == 0 {
+                    continue;
+                }
+                let detached = log.detach_oldest(&self.storage, count).await;
+                partition.refresh(&log);
+                detached
+            };
+            let detached = match detached {
+                Ok(detached) => detached,
+                Err(error) => {
+                    tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not delete segments");
+                    continue;
+                }
+            };
+            // The files go after the lock is released: polls of the partition go on.
+            if let Err(error) = remove_detached(&self.storage, &detached).await {
+                tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not remove files; they go at the next start");
+            }
+            let counters = &self.shared.data;
+            counters.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
+            counters.retention_messages.fetch_add(detached.messages, Ordering::Relaxed);
+            counters.retention_bytes.fetch_add(detached.bytes, Ordering::Relaxed);
+            tracing::info!(
+                partition = %namespace_label(namespace),
+                segments = detached.segments,
+                messages = detached.messages,
+                bytes = detached.bytes,
+                "retention deleted segments"
+            );
+            deleted += detached.segments;
+        }
+        deleted
+    }
+
+    /// Verifies the next chunk (about `max_bytes`) of the sealed segments this shard owns,
+    /// going round every partition in order; returns the bytes verified, 0 once a pass over
+    /// every partition is complete (the next call starts another).
+    pub async fn scrub_step(&self, cursor: &mut ScrubCursor, max_bytes: usize) -> usize {
+        loop {
+            let next = self.owned_partitions().into_iter().find(|(ns, _)| match cursor.namespace {
+                None => true,
+                Some(current) if cursor.past => *ns > current,
+                Some(current) => *ns >= current,
+            });
+            let Some((namespace, partition)) = next else {
+                if cursor.namespace.is_some() {
+                    self.shared.data.scrub_passes.fetch_add(1, Ordering::Relaxed);
+                }
+                *cursor = ScrubCursor::default();
+                return 0;
+            };
+            if cursor.namespace != Some(namespace) {
+                *cursor = ScrubCursor { namespace: Some(namespace), ..ScrubCursor::default() };
+            }
+            let chunk = {
+                let log = partition.log.lock().await;
+                if partition.closed.get() {
+                    Ok(None)
+                } else {
+                    log.scrub_read(cursor.segment_start, cursor.entry, max_bytes).await
+                }
+            };
+            match chunk {
+                Ok(Some(chunk)) => {
+                    (cursor.segment_start, cursor.entry) = (chunk.segment_start, chunk.next_entry);
+                    self.verify_chunk(namespace, &partition, &chunk).await;
+                    return chunk.bytes.len();
+                }
+                Ok(None) => cursor.past = true,
+                Err(error) => {
+                    tracing::warn!(%error, partition = %namespace_label(namespace), "scrubber could not read a segment");
+                    cursor.past = true;
+                }
+            }
+        }
+    }
+
+    /// Checks a chunk the scrubber read, away from the partition's lock; a damaged batch
+    /// is reported (and remembered) under the lock again.
+    async fn verify_chunk(&self, namespace: Namespace, partition: &Partition<E::Storage>, chunk: &ScrubChunk) {
+        let damaged = chunk.damaged();
+        let counters = &self.shared.data;
+        counters.scrub_bytes.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+        counters.scrub_batches.fetch_add(chunk.entries.len() as u64, Ordering::Relaxed);
+        if damaged.is_empty() {
+            return;
+        }
+        let mut log = partition.log.lock().await;
+        for batch in &damaged {
+            counters.scrub_damaged.fetch_add(1, Ordering::Relaxed);
+            self.report_damaged(&mut log, namespace, batch, "scrubber");
+        }
+    }
+
+    /// Logs a damaged batch the first time it is found, and counts it.
+    pub(super) fn report_damaged(
+        &self,
+        log: &mut crate::partition::PartitionLog<E::Storage>,
+        namespace: Namespace,
+        damaged: &DamagedBatch,
+        found_by: &str,
+    ) {
+        if log.first_report(damaged) {
+            self.shared.data.damaged_batches.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                partition = %namespace_label(namespace),
+                file = %damaged.file.display(),
+                position = damaged.position,
+                first_offset = damaged.first_offset,
+                last_offset = damaged.last_offset,
+                found_by,
+                "stored batch fails its checksum; it is never served"
+            );
+        }
+    }
+
+    /// Retries the pending writes of partitions whose last write failed, so what they
+    /// acknowledged reaches disk, and they take sends again, once the disk has room.
+    pub async fn retry_failed_writes(&self) {
+        for (namespace, partition) in self.owned_partitions() {
+            if !partition.stats.read_only() {
+                continue;
+            }
+            let mut log = partition.log.lock().await;
+            if partition.closed.get() || log.write_failure().is_none() {
+                continue;
+            }
+            let fsync = log.settings.enforce_fsync;
+            if log.flush(&self.storage, fsync).await.is_ok() {
+                tracing::info!(partition = %namespace_label(namespace), "partition takes writes again");
+            }
+            partition.refresh(&log);
+            self.release_spent(&mut log);
+        }
+    }
+
+    /// Reads the data volume's free space into the shared counters; sends are refused
+    /// while it is below the floor. Logs each crossing of the floor once.
+    pub async fn check_free_space(&self) {
+        let space = match self.storage.space(self.data_path()).await {
+            Ok(space) => space,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the data volume's free space");
+                return;
+            }
+        };
+        let floor = self.shared.config.data.min_free_space.bytes(space.total_bytes);
+        let counters = &self.shared.data;
+        counters.disk_total.store(space.total_bytes, Ordering::Relaxed);
+        counters.disk_available.store(space.available_bytes, Ordering::Relaxed);
+        counters.disk_floor.store(floor, Ordering::Relaxed);
+        let below = space.available_bytes < floor;
+        if counters.below_floor.swap(below, Ordering::Relaxed) != below {
+            if below {
+                tracing::error!(
+                    available_bytes = space.available_bytes,
+                    floor_bytes = floor,
+                    "free space on the data volume is below the floor: sends are refused until it is freed"
+                );
+            } else {
+                tracing::info!(
+                    available_bytes = space.available_bytes,
+                    "free space is above the floor again: sends are accepted"
+                );
+            }
+        }
+    }
+}
+
+/// `stream/topic/partition`, as logs name a partition.
+pub(super) fn namespace_label(namespace: Namespace) -> String {
+    format!("{}/{}/{}", namespace.stream_id(), namespace.topic_id(), namespace.partition_id())
+}

@@ -1,0 +1,64 @@
+//! Helpers the partition tests share: settings, batches and reading back what was stored.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use futures_executor::block_on;
+use rill_adapter_sim::SimStorage;
+use rill_application::partition::{DamagedBatch, PartitionLog, PartitionSettings};
+use rill_domain::batch::{self, BatchHeader};
+
+/// Fsync as the topic says, flush every `messages_required_to_save` messages, verify reads.
+pub fn settings(segment_size_bytes: u64, enforce_fsync: bool, messages_required_to_save: u32) -> PartitionSettings {
+    PartitionSettings {
+        segment_size_bytes,
+        messages_required_to_save,
+        size_required_to_save_bytes: 1 << 20,
+        enforce_fsync,
+        consumer_offset_fsync: true,
+        validate_checksum: true,
+        deduplication: None,
+    }
+}
+
+/// `count` messages `message-<n>` from `first`, with ids `first + 1`, ...
+pub fn batch_of(first: u32, count: u32) -> Vec<u8> {
+    let payloads: Vec<Vec<u8>> = (first..first + count).map(|i| format!("message-{i:04}").into_bytes()).collect();
+    let messages: Vec<(u128, &[u8], &[u8])> =
+        payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
+    batch::build(&messages, 1000)
+}
+
+/// The messages of poll records: (offset, payload); every record must verify.
+pub fn messages(records: &[u8]) -> Vec<(u64, String)> {
+    let mut messages = Vec::new();
+    let mut position = 0;
+    while position < records.len() {
+        let header = BatchHeader::read(&records[position..]);
+        let record = &records[position..position + header.batch_length as usize];
+        assert!(batch::verify_stored(record), "a served record verifies");
+        for frame in batch::frames(record) {
+            let len = u32::from_le_bytes(record[frame.start + 36..frame.start + 40].try_into().unwrap()) as usize;
+            let payload = String::from_utf8(record[frame.start + 48..frame.start + 48 + len].to_vec()).unwrap();
+            messages.push((header.base_offset + frame.offset_delta as u64, payload));
+        }
+        position += header.batch_length as usize;
+    }
+    messages
+}
+
+/// Reads up to `count` messages from `start`: what came back, and the damaged batch the
+/// read stopped at.
+pub fn read(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> (Vec<(u64, String)>, Option<DamagedBatch>) {
+    let mut out = Vec::new();
+    let result = block_on(log.read(start, count, &mut out)).unwrap();
+    let read = messages(&out);
+    assert_eq!(read.len() as u32, result.messages);
+    (read, result.damaged)
+}
+
+/// Opens `/p`; `clean` says the last stop was graceful.
+pub fn open(storage: &SimStorage, settings: PartitionSettings, clean: bool) -> PartitionLog<SimStorage> {
+    block_on(PartitionLog::open(storage, Path::new("/p"), 0, settings, clean)).unwrap()
+}

@@ -1,0 +1,238 @@
+//! What a partition's log does with damaged and missing files: verified reads that never
+//! serve a damaged batch, recovery that keeps rot indexed (cutting only a torn tail after a
+//! crash), index files rebuilt from the log, retention that detaches segments crash-safely,
+//! the scrubber's reads, and message-id deduplication across reopens.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::open;
+use futures_executor::block_on;
+use rill_adapter_sim::SimStorage;
+use rill_application::partition::*;
+use rill_application::ports::{Storage, StorageFile};
+use rill_domain::batch;
+use rill_domain::retention::{RetentionPolicy, segments_to_delete};
+
+fn settings(segment_size_bytes: u64) -> PartitionSettings {
+    common::settings(segment_size_bytes, true, 1)
+}
+
+/// A batch of `ids` with payloads naming them.
+fn batch_with_ids(ids: &[u128]) -> Vec<u8> {
+    let payloads: Vec<Vec<u8>> = ids.iter().map(|id| format!("payload-{id}").into_bytes()).collect();
+    let messages: Vec<(u128, &[u8], &[u8])> =
+        ids.iter().zip(&payloads).map(|(id, p)| (*id, p.as_slice(), &b""[..])).collect();
+    batch::build(&messages, 1000)
+}
+
+/// Payloads from `start`, at most `count`, and the damaged batch the read stopped at.
+fn read(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> (Vec<String>, Option<DamagedBatch>) {
+    let (messages, damaged) = common::read(log, start, count);
+    (messages.into_iter().map(|(_, payload)| payload).collect(), damaged)
+}
+
+/// Twelve 3-message batches, three per segment: four segments (ids 1..=36), appended at
+/// times 10, 20, ..., 120.
+fn twelve_batches(storage: &SimStorage) -> PartitionLog<SimStorage> {
+    let largest = batch_with_ids(&[10, 11, 12]).len() as u64;
+    let mut log = open(storage, settings(largest * 3), false);
+    for i in 0..12u128 {
+        block_on(log.append(storage, batch_with_ids(&ids_of(i as usize)), 10 * (i as u64 + 1))).unwrap();
+    }
+    assert_eq!(log.segments_count(), 4);
+    log
+}
+
+fn segment_path(start: u64, extension: &str) -> PathBuf {
+    PathBuf::from(format!("/p/{start:020}.{extension}"))
+}
+
+/// The ids of batch `n` of `twelve_batches`.
+fn ids_of(n: usize) -> [u128; 3] {
+    let first = n as u128 * 3 + 1;
+    [first, first + 1, first + 2]
+}
+
+/// Where batch `n` (0-based, three per segment) of `twelve_batches` starts in its log.
+fn batch_position(n: usize) -> (PathBuf, usize) {
+    let first_in_segment = n / 3 * 3;
+    let position = (first_in_segment..n).map(|m| batch_with_ids(&ids_of(m)).len()).sum();
+    (segment_path((n / 3 * 9) as u64, "log"), position)
+}
+
+#[test]
+fn damaged_batches_are_never_served_and_every_intact_one_is() {
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    // Rot in batch 1 (a payload byte), batch 5 (the last of a sealed segment: a header
+    // byte) and batch 11 (the active segment's last batch).
+    for (n, at) in [(1, 300), (5, 20), (11, 310)] {
+        let (path, position) = batch_position(n);
+        storage.flip_bit(&path, position + at);
+    }
+    let log = open(&storage, settings(1 << 20), true);
+    assert_eq!(log.next_offset(), 36, "after a clean stop nothing is cut: offsets are never reused");
+    let mut served = Vec::new();
+    let mut damaged = Vec::new();
+    let mut offset = 0;
+    while offset < 36 {
+        let (payloads, stopped_at) = read(&log, offset, 100);
+        if payloads.is_empty() {
+            let batch = stopped_at.expect("an empty read names the damaged batch");
+            assert_eq!(batch.first_offset, offset);
+            damaged.push((batch.first_offset, batch.last_offset));
+            offset = batch.last_offset + 1;
+        } else {
+            offset += payloads.len() as u64;
+            served.extend(payloads);
+        }
+    }
+    assert_eq!(damaged, vec![(3, 5), (15, 17), (33, 35)]);
+    let expected: Vec<String> = (1..=36u128)
+        .filter(|id| ![4, 5, 6, 16, 17, 18, 34, 35, 36].contains(id))
+        .map(|id| format!("payload-{id}"))
+        .collect();
+    assert_eq!(served, expected);
+    let (sliced, stopped) = read(&log, 2, 100);
+    assert_eq!((sliced, stopped.map(|d| d.first_offset)), (vec!["payload-3".to_owned()], Some(3)));
+}
+
+#[test]
+fn after_a_crash_only_the_active_tail_is_cut() {
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    for n in [5, 11] {
+        let (path, position) = batch_position(n);
+        storage.flip_bit(&path, position + 300);
+    }
+    let log = open(&storage, settings(1 << 20), false);
+    assert_eq!(log.next_offset(), 33, "the active segment's failing last batch may be a torn write");
+    let (_, damaged) = read(&log, 15, 3);
+    assert_eq!(damaged.map(|d| (d.first_offset, d.last_offset)), Some((15, 17)), "sealed rot stays, reported");
+}
+
+/// Something done to a file.
+type Harm = fn(&SimStorage, &Path);
+
+#[test]
+fn a_missing_truncated_or_garbage_index_is_rebuilt_from_the_log() {
+    let damage: [(&str, Harm); 3] = [
+        ("missing", |storage, path| block_on(storage.remove_file(path)).unwrap()),
+        ("truncated", |storage, path| {
+            let file = block_on(storage.open(path)).unwrap();
+            block_on(file.truncate(24 + 11)).unwrap();
+        }),
+        ("garbage", |storage, path| {
+            let file = block_on(storage.open(path)).unwrap();
+            let (result, _) = block_on(file.write_at(vec![vec![0xa5; 72]], 0));
+            result.unwrap();
+        }),
+    ];
+    for (what, harm) in damage {
+        let storage = SimStorage::new();
+        let original = twelve_batches(&storage);
+        let times: Vec<Option<u64>> =
+            [0, 15, 20, 61, 120, 121].iter().map(|&t| original.offset_at_timestamp(t)).collect();
+        drop(original);
+        for start in [0u64, 9, 18, 27] {
+            harm(&storage, &segment_path(start, "index"));
+        }
+        let log = open(&storage, settings(1 << 20), true);
+        assert_eq!(log.next_offset(), 36, "{what}");
+        assert_eq!(read(&log, 0, 100).0.len(), 36, "{what}");
+        assert_eq!(read(&log, 13, 2).0, vec!["payload-14", "payload-15"], "{what}");
+        let rebuilt: Vec<Option<u64>> = [0, 15, 20, 61, 120, 121].iter().map(|&t| log.offset_at_timestamp(t)).collect();
+        assert_eq!(rebuilt, times, "{what}: timestamp lookups");
+        assert_eq!(rebuilt, vec![Some(0), Some(3), Some(3), Some(18), Some(33), None]);
+        assert_eq!(storage.file_len(&segment_path(9, "index")), Some(3 * 24), "{what}: the index is rewritten");
+    }
+}
+
+#[test]
+fn a_missing_index_and_rot_keep_every_offset_and_report_the_damage() {
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    block_on(storage.remove_file(&segment_path(9, "index"))).unwrap();
+    block_on(storage.remove_file(&segment_path(18, "index"))).unwrap();
+    // Segment 9: the middle batch's length field; segment 18: its last batch's base offset.
+    let (path, position) = batch_position(4);
+    storage.flip_bit(&path, position + 33);
+    let (path, position) = batch_position(8);
+    storage.flip_bit(&path, position + 9);
+    let log = open(&storage, settings(1 << 20), true);
+    assert_eq!(log.next_offset(), 36);
+    assert_eq!(read(&log, 9, 3).0.len(), 3);
+    assert_eq!(read(&log, 12, 3).1.map(|d| (d.first_offset, d.last_offset)), Some((12, 14)));
+    assert_eq!(read(&log, 15, 3).0, vec!["payload-16", "payload-17", "payload-18"]);
+    assert_eq!(read(&log, 24, 3).1.map(|d| (d.first_offset, d.last_offset)), Some((24, 26)));
+    assert_eq!(read(&log, 27, 100).0.len(), 9);
+}
+
+#[test]
+fn retention_detaches_whole_sealed_segments_and_a_restart_finishes_the_removal() {
+    let storage = SimStorage::new();
+    let mut log = twelve_batches(&storage);
+    let (sealed, active_bytes) = log.sealed_for_retention();
+    assert_eq!(sealed.len(), 3);
+    let policy = RetentionPolicy { expiry_us: Some(50), max_partition_bytes: None };
+    // At 85 the batches stamped up to 30 (segment 0) have expired; segment 9's newest is 60.
+    assert_eq!(segments_to_delete(&sealed, active_bytes, 85, policy), 1);
+    assert_eq!(segments_to_delete(&sealed, active_bytes, 1_000, policy), 3, "never the active one");
+    let detached = block_on(log.detach_oldest(&storage, 2)).unwrap();
+    assert_eq!((detached.segments, detached.messages), (2, 18));
+    assert_eq!(log.first_offset(), 18);
+    assert_eq!(read(&log, 0, 2).0, vec!["payload-19", "payload-20"], "a poll below the first offset starts at it");
+    assert!(storage.file_len(&segment_path(0, "log")).is_none(), "renamed before anything is removed");
+    // Killed before the files were removed: the restart removes them and serves from 18.
+    storage.crash(0);
+    let reopened = open(&storage, settings(1 << 20), false);
+    assert_eq!((reopened.first_offset(), reopened.next_offset()), (18, 36));
+    assert!(storage.paths().iter().all(|p| !p.to_string_lossy().ends_with(".deleted")));
+    assert_eq!(read(&reopened, 0, 100).0.len(), 18);
+}
+
+#[test]
+fn the_scrubber_reads_sealed_segments_and_finds_rot() {
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    let (path, position) = batch_position(7);
+    storage.flip_bit(&path, position + 280);
+    let log = open(&storage, settings(1 << 20), true);
+    let (mut start, mut entry, mut found, mut batches) = (0, 0, Vec::new(), 0);
+    while let Some(chunk) = block_on(log.scrub_read(start, entry, 1)).unwrap() {
+        batches += chunk.entries.len();
+        found.extend(chunk.damaged().into_iter().map(|d| (d.first_offset, d.last_offset)));
+        (start, entry) = (chunk.segment_start, chunk.next_entry);
+    }
+    assert_eq!(batches, 9, "sealed segments only, one batch per chunk at this size");
+    assert_eq!(found, vec![(21, 23)]);
+}
+
+#[test]
+fn duplicate_ids_are_stored_once_even_across_a_reopen() {
+    let storage = SimStorage::new();
+    let dedup = PartitionSettings {
+        deduplication: Some(DedupSettings { max_entries: 100, expiry_us: 1_000_000 }),
+        ..settings(1 << 20)
+    };
+    let mut log = open(&storage, dedup, false);
+    let first = block_on(log.append(&storage, batch_with_ids(&[1, 2, 2, 0, 0]), 10)).unwrap();
+    assert_eq!((first.stored, first.duplicates), (4, 1), "a repeat inside a batch; id 0 is kept twice");
+    let retry = block_on(log.append(&storage, batch_with_ids(&[1, 2]), 20)).unwrap();
+    assert_eq!((retry.stored, retry.duplicates, retry.base_offset), (0, 2, 4), "a retried send stores nothing");
+    let mixed = block_on(log.append(&storage, batch_with_ids(&[3, 1, 0]), 30)).unwrap();
+    assert_eq!((mixed.stored, mixed.duplicates, mixed.base_offset), (2, 1, 4));
+    drop(log);
+    let mut reopened = open(&storage, dedup, true);
+    let again = block_on(reopened.append(&storage, batch_with_ids(&[3, 2, 4]), 40)).unwrap();
+    assert_eq!((again.stored, again.duplicates), (1, 2), "the window is rebuilt from the log");
+    let (payloads, _) = read(&reopened, 0, 100);
+    assert_eq!(
+        payloads,
+        vec!["payload-1", "payload-2", "payload-0", "payload-0", "payload-3", "payload-0", "payload-4"]
+    );
+    let expired = block_on(reopened.append(&storage, batch_with_ids(&[1]), 40 + 1_000_000)).unwrap();
+    assert_eq!(expired.stored, 1, "past the expiry an id is stored again");
+}
