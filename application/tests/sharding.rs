@@ -7,7 +7,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use futures_executor::block_on;
-use rill_adapter_sim::{InlineOffload, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimMetadata, SimStorage};
+use rill_adapter_sim::{
+    InlineOffload, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimHostMetrics, SimMetadata, SimStorage,
+};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::{Env, ShardRequest};
@@ -28,6 +30,7 @@ impl Env for SimEnv {
     type MetadataPublisher = SimMetadata;
     type Offload = InlineOffload;
     type Diagnostics = SimDiagnostics;
+    type HostMetrics = SimHostMetrics;
 }
 
 const SHARDS: u16 = 3;
@@ -71,6 +74,7 @@ fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
             bus,
             offload: InlineOffload,
             diagnostics: SimDiagnostics,
+            host_metrics: SimHostMetrics,
             writer: if shard_id == 0 { writer.take() } else { None },
         };
         let system = Rc::new(System::new(parts));

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use futures_util::FutureExt;
 use rill_adapter_bus_crossfire::{CrossfireBus, Envelope, Inbox};
 use rill_adapter_clock::SystemClock;
-use rill_adapter_diagnostics::HostDiagnostics;
+use rill_adapter_diagnostics::{HostDiagnostics, HostStats};
 use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
 use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::{CompioOffload, UringStorage};
@@ -37,6 +37,7 @@ impl Env for ProductionEnv {
     type MetadataPublisher = LeftRightPublisher;
     type Offload = CompioOffload;
     type Diagnostics = HostDiagnostics;
+    type HostMetrics = HostStats;
 }
 
 pub(crate) type Shard = System<ProductionEnv>;
@@ -80,8 +81,7 @@ pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
     }
     std::fs::write(data_path.join("runtime").join("current_config.toml"), &config.effective)?;
     let (buses, inboxes) = rill_adapter_bus_crossfire::bus(shard_count, config.inbox_capacity);
-    let (setup_tx, setup_rx): (Vec<_>, Vec<_>) =
-        (1..shard_count).map(|_| mpsc::channel::<(Arc<Shared>, ReaderFactory)>()).unzip();
+    let (setup_tx, setup_rx): (Vec<_>, Vec<_>) = (1..shard_count).map(|_| mpsc::channel::<ShardSetup>()).unzip();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut threads = Vec::new();
     let mut inboxes = inboxes.into_iter();
@@ -234,16 +234,17 @@ fn peer_shard(
     core: Option<usize>,
     bus: CrossfireBus,
     inbox: Inbox,
-    setup: mpsc::Receiver<(Arc<Shared>, ReaderFactory)>,
+    setup: mpsc::Receiver<ShardSetup>,
     ready: mpsc::Sender<Result<(), String>>,
 ) -> anyhow::Result<()> {
     pin(core)?;
-    let Ok((shared, factory)) = setup.recv() else { return Ok(()) };
+    let Ok(ShardSetup { shared, factory, host_stats }) = setup.recv() else { return Ok(()) };
     shard_runtime()?.block_on(async move {
         let parts = ShardParts {
             storage: UringStorage,
             clock: SystemClock::default(),
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
+            host_metrics: host_stats,
             shared,
             metadata: factory.reader(),
             bus,
@@ -259,6 +260,13 @@ fn peer_shard(
     })
 }
 
+/// What shard 0 sends each peer shard once the metadata is recovered.
+struct ShardSetup {
+    shared: Arc<Shared>,
+    factory: ReaderFactory,
+    host_stats: HostStats,
+}
+
 /// Shard 0: recovery, the listener, signals and shutdown.
 struct Shard0 {
     config: Config,
@@ -267,7 +275,7 @@ struct Shard0 {
     shard_count: u16,
     bus: CrossfireBus,
     inbox: Inbox,
-    setup: Vec<mpsc::Sender<(Arc<Shared>, ReaderFactory)>>,
+    setup: Vec<mpsc::Sender<ShardSetup>>,
     ready: mpsc::Receiver<Result<(), String>>,
 }
 
@@ -287,7 +295,7 @@ impl Shard0 {
             root: self.root.clone(),
             advertised_ip: listeners.ip.clone(),
             ports: listeners.ports,
-            host: crate::host::host_info(),
+            host: rill_adapter_diagnostics::host_info(),
             security: self.config.security,
             data: self.config.data,
             membership: self.config.cluster.membership(),
@@ -310,8 +318,10 @@ impl Shard0 {
         shared.clean_start = recovered.clean_shutdown;
         let shared = Arc::new(shared);
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
+        let host_stats = HostStats::start(&self.config.system_path).context("starting the host metrics sampler")?;
         for setup in &self.setup {
-            setup.send((shared.clone(), factory.clone())).context("starting a shard")?;
+            let parts = ShardSetup { shared: shared.clone(), factory: factory.clone(), host_stats: host_stats.clone() };
+            setup.send(parts).context("starting a shard")?;
         }
         if let Some((http, tls)) = listeners.http.take() {
             let factory = factory.clone();
@@ -326,6 +336,7 @@ impl Shard0 {
             storage: UringStorage,
             clock,
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
+            host_metrics: host_stats,
             shared,
             metadata: factory.reader(),
             bus: self.bus.clone(),

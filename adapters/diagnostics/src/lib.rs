@@ -1,7 +1,11 @@
 //! Troubleshooting data from the host, for snapshots (GET_SNAPSHOT_FILE): a listing of the
 //! data directory, the process table and resource figures from `/proc`, the tail of the
 //! server's log and its effective configuration (which the server writes with its secrets
-//! already masked).
+//! already masked). `stats` holds the host metrics GET_STATS reports.
+
+mod stats;
+
+pub use stats::{HostStats, directory_bytes, host_info};
 
 use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};

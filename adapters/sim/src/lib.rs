@@ -1,5 +1,5 @@
 //! Simulated adapters: in-memory storage that tells written bytes from durable ones and
-//! can crash, a manual clock, fixed diagnostics, an in-process shard bus, shared metadata views and recorded
+//! can crash, a manual clock, fixed diagnostics and host figures, an in-process shard bus, shared metadata views and recorded
 //! pinning. Tests drive the use cases through these, without threads. `vsr` holds the
 //! seeded network and replica storage that the VSR cluster simulation runs on.
 
@@ -14,7 +14,7 @@ pub mod vsr;
 
 pub use bus::{LocalBus, LocalShards};
 pub use clock::ManualClock;
-pub use diagnostics::SimDiagnostics;
+pub use diagnostics::{SimDiagnostics, SimHostMetrics};
 pub use metadata::SimMetadata;
 pub use offload::InlineOffload;
 pub use pinning::SimPinning;

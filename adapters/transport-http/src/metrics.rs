@@ -1,7 +1,10 @@
 //! Prometheus text and the stats document: resource counts, per-partition message and
-//! byte counters, connected clients, the memory pool's use, and request latency histograms.
+//! byte counters, connected clients, the memory pool's use, the data path's integrity,
+//! retention, scrubbing, write-failure and disk-space figures, and request latency
+//! histograms.
 
 use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
 
 use rill_application::Shared;
 use rill_application::latency::BUCKET_BOUNDS_US;
@@ -24,6 +27,15 @@ pub struct Stats {
     pub memory_pool_free_buffers: u64,
     pub memory_pool_hits: u64,
     pub memory_pool_misses: u64,
+    pub disk_total_bytes: u64,
+    pub disk_available_bytes: u64,
+    pub disk_min_free_bytes: u64,
+    /// Sends are refused: the data volume is below its free-space floor.
+    pub disk_below_floor: bool,
+    pub read_only_partitions: u64,
+    pub damaged_batches: u64,
+    /// Bytes of every file under the data directory.
+    pub data_directory_bytes: u64,
 }
 
 /// One partition's counters, with its labels.
@@ -31,11 +43,20 @@ struct PartitionLine {
     labels: String,
     messages: u64,
     size_bytes: u64,
+    first_offset: u64,
+    read_only: bool,
 }
 
 fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) {
     let pool = shared.pool.stats();
+    let data = &shared.data;
     let mut stats = Stats {
+        disk_total_bytes: data.disk_total.load(Relaxed),
+        disk_available_bytes: data.disk_available.load(Relaxed),
+        disk_min_free_bytes: data.disk_floor.load(Relaxed),
+        disk_below_floor: data.below_floor.load(Relaxed),
+        damaged_batches: data.damaged_batches.load(Relaxed),
+        data_directory_bytes: data.data_directory_bytes.load(Relaxed),
         clients_count: shared.clients.count() as u64,
         shards_count: shared.shard_count as u64,
         memory_pool_allocated_bytes: pool.allocated_bytes,
@@ -60,10 +81,13 @@ fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) 
                 stats.segments_count += counters.segments_count() as u64;
                 stats.messages_count += usage.messages_count;
                 stats.messages_size_bytes += usage.size_bytes;
+                stats.read_only_partitions += counters.read_only() as u64;
                 partitions.push(PartitionLine {
                     labels: format!("stream=\"{}\",topic=\"{}\",partition=\"{partition_id}\"", stream.id, topic.id),
                     messages: usage.messages_count,
                     size_bytes: usage.size_bytes,
+                    first_offset: counters.first_offset(),
+                    read_only: counters.read_only(),
                 });
             }
         }
@@ -109,8 +133,62 @@ pub fn render(metadata: &Metadata, shared: &Shared) -> String {
     for line in &partitions {
         let _ = writeln!(out, "rill_partition_size_bytes{{{}}} {}", line.labels, line.size_bytes);
     }
+    let mut per_partition = |name: &str, help: &str, value: &dyn Fn(&PartitionLine) -> u64| {
+        let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge");
+        for line in &partitions {
+            let _ = writeln!(out, "rill_{name}{{{}}} {}", line.labels, value(line));
+        }
+    };
+    per_partition("partition_first_offset", "Lowest offset still stored per partition.", &|l| l.first_offset);
+    per_partition("partition_read_only", "1 while a partition refuses sends because its last write failed.", &|l| {
+        l.read_only as u64
+    });
+    render_data(&mut out, shared, &stats);
     render_latency(&mut out, shared);
     out
+}
+
+/// The data path's counters: damage found, scrubbing, retention, write failures, dedup and
+/// the data volume's space.
+fn render_data(out: &mut String, shared: &Shared, stats: &Stats) {
+    let data = &shared.data;
+    let counters = [
+        ("damaged_batches_total", "Distinct stored batches found failing their checksums.", &data.damaged_batches),
+        ("damaged_reads_total", "Polls refused because they start at a damaged batch.", &data.damaged_reads),
+        ("scrub_bytes_total", "Bytes of sealed segments the scrubber verified.", &data.scrub_bytes),
+        ("scrub_batches_total", "Batches the scrubber verified.", &data.scrub_batches),
+        ("scrub_damaged_total", "Damaged batches the scrubber met, repeats included.", &data.scrub_damaged),
+        ("scrub_passes_total", "Full passes of the scrubber over a shard's partitions.", &data.scrub_passes),
+        (
+            "retention_deleted_segments_total",
+            "Segments deleted by retention or DELETE_SEGMENTS.",
+            &data.retention_segments,
+        ),
+        ("retention_deleted_messages_total", "Messages deleted by retention.", &data.retention_messages),
+        ("retention_deleted_bytes_total", "Bytes deleted by retention.", &data.retention_bytes),
+        (
+            "partition_write_failures_total",
+            "Partition writes that failed (full disk, device errors).",
+            &data.write_failures,
+        ),
+        ("sends_refused_total", "Sends refused: read-only partition or disk below its floor.", &data.sends_refused),
+        ("deduplicated_messages_total", "Messages dropped as duplicates of a stored id.", &data.duplicates_dropped),
+    ];
+    for (name, help, value) in counters {
+        let _ =
+            writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} counter\nrill_{name} {}", value.load(Relaxed));
+    }
+    let gauges = [
+        ("read_only_partitions", "Partitions refusing sends after a failed write.", stats.read_only_partitions),
+        ("disk_total_bytes", "Size of the data volume.", stats.disk_total_bytes),
+        ("disk_available_bytes", "Free space on the data volume.", stats.disk_available_bytes),
+        ("disk_min_free_bytes", "The free-space floor below which sends are refused.", stats.disk_min_free_bytes),
+        ("disk_below_floor", "1 while sends are refused for lack of free space.", stats.disk_below_floor as u64),
+        ("data_directory_bytes", "Bytes of every file under the data directory.", stats.data_directory_bytes),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");
+    }
 }
 
 /// `rill_request_duration_seconds`: one histogram per binary command and per HTTP route.

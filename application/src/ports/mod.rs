@@ -4,6 +4,7 @@ pub mod bus;
 pub mod clock;
 pub mod diagnostics;
 pub mod gateway;
+pub mod host_metrics;
 pub mod metadata_view;
 pub mod offload;
 pub mod pinning;
@@ -14,6 +15,7 @@ pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;
 pub use gateway::Gateway;
+pub use host_metrics::{HostMetrics, HostSample};
 pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;
@@ -29,4 +31,5 @@ pub trait Env: 'static {
     type MetadataPublisher: MetadataPublish;
     type Offload: Offload;
     type Diagnostics: Diagnostics;
+    type HostMetrics: HostMetrics;
 }

@@ -12,7 +12,7 @@ use rill_domain::retention::{RetentionDefaults, RetentionPolicy, segments_to_del
 
 use super::{Partition, System};
 use crate::partition::{DamagedBatch, PartitionDefaults, ScrubChunk, remove_detached};
-use crate::ports::{Env, MetadataRead, Storage};
+use crate::ports::{Env, HostMetrics, MetadataRead, Storage};
 
 /// Server-wide data settings: reads, retention, scrubbing, dedup and the free-space floor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,6 +246,7 @@ impl<E: Env> System<E> {
         };
         let floor = self.shared.config.data.min_free_space.bytes(space.total_bytes);
         let counters = &self.shared.data;
+        counters.data_directory_bytes.store(self.host_metrics.sample().data_directory_bytes, Ordering::Relaxed);
         counters.disk_total.store(space.total_bytes, Ordering::Relaxed);
         counters.disk_available.store(space.available_bytes, Ordering::Relaxed);
         counters.disk_floor.store(floor, Ordering::Relaxed);

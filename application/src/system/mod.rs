@@ -224,6 +224,7 @@ pub struct ShardParts<E: Env> {
     pub bus: E::Bus,
     pub offload: E::Offload,
     pub diagnostics: E::Diagnostics,
+    pub host_metrics: E::HostMetrics,
     /// Present on shard 0 only.
     pub writer: Option<MetadataWriter<E>>,
 }
@@ -237,6 +238,7 @@ pub struct System<E: Env> {
     bus: E::Bus,
     offload: E::Offload,
     diagnostics: E::Diagnostics,
+    host_metrics: E::HostMetrics,
     writer: Option<MetadataWriter<E>>,
     partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
@@ -254,6 +256,7 @@ impl<E: Env> System<E> {
             bus: parts.bus,
             offload: parts.offload,
             diagnostics: parts.diagnostics,
+            host_metrics: parts.host_metrics,
             writer: parts.writer,
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),

@@ -8,8 +8,10 @@ use rill_domain::wire::command::TopicRef;
 use rill_domain::wire::response::{self, PartitionInfo, Stats, Usage};
 
 use super::System;
+use crate::ports::HostMetrics;
 use crate::ports::{Env, MetadataRead, ShardReply};
 use crate::shared::Shared;
+use std::sync::atomic::Ordering;
 
 fn topic_usage(shared: &Shared, stream_id: u32, topic: &Topic) -> Usage {
     let mut usage = Usage::default();
@@ -123,9 +125,17 @@ impl<E: Env> System<E> {
 
     pub fn get_stats(&self) -> Vec<u8> {
         let host = &self.shared.config.host;
+        let sample = self.host_metrics.sample();
+        let data = &self.shared.data;
         let mut stats = Stats {
             process_id: std::process::id(),
-            total_memory: host.total_memory,
+            cpu_usage: sample.cpu_usage,
+            total_cpu_usage: sample.total_cpu_usage,
+            memory_usage: sample.memory_usage,
+            total_memory: if sample.total_memory > 0 { sample.total_memory } else { host.total_memory },
+            available_memory: sample.available_memory,
+            read_bytes: sample.read_bytes,
+            written_bytes: sample.written_bytes,
             run_time_us: self.now_us().saturating_sub(self.shared.start_time_us),
             start_time_us: self.shared.start_time_us,
             clients_count: self.shared.clients.count(),
@@ -133,7 +143,9 @@ impl<E: Env> System<E> {
             os_name: host.os_name.clone(),
             os_version: host.os_version.clone(),
             kernel_version: host.kernel_version.clone(),
-            threads_count: self.shared.shard_count as u32,
+            threads_count: sample.threads_count.max(self.shared.shard_count as u32),
+            free_disk_space: data.disk_available.load(Ordering::Relaxed),
+            total_disk_space: data.disk_total.load(Ordering::Relaxed),
             ..Stats::default()
         };
         self.metadata.read(|metadata| {
@@ -141,6 +153,7 @@ impl<E: Env> System<E> {
                 stats.streams_count += 1;
                 for topic in stream.topics.values() {
                     stats.topics_count += 1;
+                    stats.consumer_groups_count += topic.consumer_groups.len() as u32;
                     stats.partitions_count += topic.partitions.len() as u32;
                     for partition_id in 0..topic.partitions.len() as u32 {
                         if let Some(partition) =

@@ -174,6 +174,9 @@ pub fn client(out: &mut Vec<u8>, info: &ClientInfo, groups_count: u32) {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
     pub process_id: u32,
+    /// Percent of one core the process used lately, and of the whole host.
+    pub cpu_usage: f32,
+    pub total_cpu_usage: f32,
     pub memory_usage: u64,
     pub total_memory: u64,
     pub available_memory: u64,
@@ -188,6 +191,7 @@ pub struct Stats {
     pub segments_count: u32,
     pub messages_count: u64,
     pub clients_count: u32,
+    pub consumer_groups_count: u32,
     pub hostname: String,
     pub os_name: String,
     pub os_version: String,
@@ -199,8 +203,8 @@ pub struct Stats {
 
 pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
     out.put_u32(stats.process_id);
-    out.extend_from_slice(&0f32.to_le_bytes());
-    out.extend_from_slice(&0f32.to_le_bytes());
+    out.extend_from_slice(&stats.cpu_usage.to_le_bytes());
+    out.extend_from_slice(&stats.total_cpu_usage.to_le_bytes());
     for value in [
         stats.memory_usage,
         stats.total_memory,
@@ -218,7 +222,7 @@ pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
     }
     out.put_u64(stats.messages_count);
     out.put_u32(stats.clients_count);
-    out.put_u32(0);
+    out.put_u32(stats.consumer_groups_count);
     for text in [&stats.hostname, &stats.os_name, &stats.os_version, &stats.kernel_version] {
         out.put_long_string(text);
     }

@@ -1,5 +1,7 @@
 //! System and session commands through the official 0.11.0 client: ping, me, stats, cluster metadata, option catalogs, snapshots, clients, login, logout and the pre-login guard.
 
+use std::time::Duration;
+
 use iggy::prelude::*;
 use rill_tests::{
     ROOT_PASSWORD, ROOT_USERNAME, TestServer, connect_anonymous, connect_root, create_stream_and_topic, error_code, id,
@@ -78,6 +80,34 @@ async fn get_stats_counts_resources() -> anyhow::Result<()> {
     assert_eq!(stats.consumer_groups_count, 0);
     assert_eq!(Some(stats.process_id), server.pid(), "process id");
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_stats_reports_the_process_and_the_host() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let (stream, topic) = create_stream_and_topic(&client, "load", "t", 1).await?;
+    let stats = client.get_stats().await?;
+    assert!(stats.memory_usage.as_bytes_u64() > 0, "process memory: {stats:?}");
+    assert!(stats.total_memory.as_bytes_u64() > stats.memory_usage.as_bytes_u64(), "host memory: {stats:?}");
+    let available = stats.available_memory.as_bytes_u64();
+    assert!(available > 0 && available <= stats.total_memory.as_bytes_u64(), "available memory: {stats:?}");
+    assert!(stats.threads_count >= 2, "the shards and helper threads: {stats:?}");
+    assert!(!stats.os_name.is_empty() && !stats.os_version.is_empty() && !stats.kernel_version.is_empty());
+    assert!(stats.cpu_usage.is_finite() && stats.total_cpu_usage.is_finite());
+    // The CPU figure covers the last second: keep the server busy until it shows.
+    rill_tests::eventually(Duration::from_secs(15), "a CPU figure above zero", || async {
+        let mut batch: Vec<IggyMessage> = (0..1000).map(sample_message).collect();
+        client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(0), &mut batch).await?;
+        Ok(client.get_stats().await?.cpu_usage > 0.0)
+    })
+    .await?;
+    rill_tests::eventually(Duration::from_secs(5), "free and total disk space", || async {
+        let stats = client.get_stats().await?;
+        let (free, total) = (stats.free_disk_space.as_bytes_u64(), stats.total_disk_space.as_bytes_u64());
+        Ok(free > 0 && total >= free)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
