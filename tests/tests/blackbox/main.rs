@@ -14,6 +14,7 @@ mod metrics;
 mod offsets;
 mod permissions;
 mod restart;
+mod retention;
 mod sessions;
 mod sharding;
 mod streams_topics;
