@@ -4,6 +4,7 @@
 //! The harness only speaks to the server through its process interface (environment,
 //! signals, exit code) and the Iggy binary protocol over TCP.
 
+pub mod http;
 pub mod raw;
 pub mod transport;
 

@@ -8,6 +8,7 @@ mod config;
 mod consumer_groups;
 mod high_level;
 mod http_api;
+mod integrity;
 mod messages;
 mod metadata_journal;
 mod metrics;

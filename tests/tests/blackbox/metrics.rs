@@ -5,32 +5,13 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use iggy::prelude::*;
+use rill_tests::http::{get, metric as sample};
 use rill_tests::{TestServer, connect_root, free_port, id, sample_message, topic_options};
 
 fn with_http() -> anyhow::Result<(TestServer, String)> {
     let address = format!("127.0.0.1:{}", free_port());
     let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", address.as_str())])?;
     Ok((server, address))
-}
-
-/// One HTTP/1.1 GET; returns (status, body).
-fn get(address: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(address)?;
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Connection: close\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let status = response.split_whitespace().nth(1).unwrap_or("0").parse()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
-    Ok((status, body))
-}
-
-/// The value of an unlabelled or labelled sample line, e.g. `rill_messages`.
-fn sample(text: &str, name: &str) -> Option<u64> {
-    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
-        let (key, value) = line.rsplit_once(' ')?;
-        (key == name).then(|| value.parse().ok())?
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
