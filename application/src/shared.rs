@@ -118,6 +118,8 @@ pub struct DataCounters {
     pub disk_available: AtomicU64,
     pub disk_floor: AtomicU64,
     pub below_floor: AtomicBool,
+    /// Whether the last free-space reading that was logged was below the floor.
+    pub floor_logged: AtomicBool,
     /// Bytes under the data directory, as the host metrics last measured them.
     pub data_directory_bytes: AtomicU64,
 }

@@ -235,7 +235,8 @@ impl<E: Env> System<E> {
     }
 
     /// Reads the data volume's free space into the shared counters; sends are refused
-    /// while it is below the floor. Logs each crossing of the floor once.
+    /// while it is below the floor (appends also lower the figure by what they write, until
+    /// the next reading). Logs each crossing of the floor once.
     pub async fn check_free_space(&self) {
         let space = match self.storage.space(self.data_path()).await {
             Ok(space) => space,
@@ -251,7 +252,9 @@ impl<E: Env> System<E> {
         counters.disk_available.store(space.available_bytes, Ordering::Relaxed);
         counters.disk_floor.store(floor, Ordering::Relaxed);
         let below = space.available_bytes < floor;
-        if counters.below_floor.swap(below, Ordering::Relaxed) != below {
+        counters.below_floor.store(below, Ordering::Relaxed);
+        // Appends refused for the floor set the gauge too; only this reading logs.
+        if counters.floor_logged.swap(below, Ordering::Relaxed) != below {
             if below {
                 tracing::error!(
                     available_bytes = space.available_bytes,

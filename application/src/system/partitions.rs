@@ -207,20 +207,27 @@ impl<E: Env> System<E> {
         log: &mut PartitionLog<E::Storage>,
         batch: Vec<u8>,
     ) -> Result<crate::partition::Appended, ErrorCode> {
-        if self.shared.data.below_floor.load(Ordering::Relaxed) {
+        let data = &self.shared.data;
+        // The free space last read, less what was appended since: the floor holds even
+        // when producers fill the disk faster than it is read.
+        if data.disk_available.load(Ordering::Relaxed) < data.disk_floor.load(Ordering::Relaxed) {
             self.shared.pool.release(batch);
-            self.shared.data.sends_refused.fetch_add(1, Ordering::Relaxed);
+            data.below_floor.store(true, Ordering::Relaxed);
+            data.sends_refused.fetch_add(1, Ordering::Relaxed);
             return Err(ErrorCode::CannotAppendMessage);
         }
         let was_read_only = log.write_failure().is_some();
         let result = log.append(&self.storage, batch, self.now_us()).await;
         self.note_write(namespace, was_read_only, result.as_ref().err());
         let appended = result.map_err(|_| {
-            self.shared.data.sends_refused.fetch_add(1, Ordering::Relaxed);
+            data.sends_refused.fetch_add(1, Ordering::Relaxed);
             ErrorCode::CannotSaveMessagesToSegment
         })?;
+        let _ = data.disk_available.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |available| {
+            Some(available.saturating_sub(appended.bytes))
+        });
         if appended.duplicates > 0 {
-            self.shared.data.duplicates_dropped.fetch_add(appended.duplicates as u64, Ordering::Relaxed);
+            data.duplicates_dropped.fetch_add(appended.duplicates as u64, Ordering::Relaxed);
         }
         Ok(appended)
     }

@@ -6,6 +6,8 @@ mod cli;
 mod cluster;
 mod config;
 mod consumer_groups;
+mod dedup;
+mod disk_full;
 mod high_level;
 mod http_api;
 mod integrity;
