@@ -231,3 +231,56 @@ fn a_crash_keeps_acknowledged_durable_messages_on_every_shard() {
         assert_eq!(poll(&mut client, 0, partition).0, 1, "partition {partition} after the crash");
     }
 }
+
+#[test]
+fn a_failed_journal_write_stops_metadata_changes_and_data_goes_on() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    create_stream_and_topic(&mut client, "orders", 2);
+    send(&mut client, 0, 0, &[b"before"]).expect("send");
+    // The next write call of the metadata journal fails, once.
+    storage.fail_calls(storage.mutating_calls()..storage.mutating_calls() + 1, std::io::ErrorKind::Other);
+    let body = [6, b'd', b'e', b'n', b'i', b'e', b'd'];
+    assert_eq!(client.call(operation::CREATE_STREAM, 0, &body), Err(13000), "IoError, and no exit");
+    storage.heal();
+    assert_eq!(client.call(operation::CREATE_STREAM, 0, &body), Err(13000), "halted until a restart");
+    send(&mut client, 0, 1, &[b"after"]).expect("data traffic goes on");
+    assert_eq!(poll(&mut client, 0, 0).0, 1);
+    assert_eq!(poll(&mut client, 0, 1).0, 1);
+}
+
+#[test]
+fn one_failing_partition_leaves_the_others_serving() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    let mut body = vec![7];
+    body.extend_from_slice(b"durable");
+    client.call(operation::CREATE_STREAM, 0, &body).expect("create stream");
+    // A persisted topic (durability = persisted), so every send writes.
+    let mut body = numeric(0);
+    body.extend_from_slice(&3u32.to_le_bytes());
+    body.extend_from_slice(&[1, b't']);
+    body.extend_from_slice(&[2, 10, 0, 0, 0]);
+    body.extend_from_slice(b"durability");
+    body.extend_from_slice(&[2, 9, 0, 0, 0]);
+    body.extend_from_slice(b"persisted");
+    client.call(operation::CREATE_TOPIC, 0, &body).expect("create topic");
+    for partition in 0..3 {
+        send(&mut client, 0, partition, &[b"first"]).expect("send");
+    }
+    // The next write (partition 0's log) fails: that send alone is refused.
+    storage.fail_calls(storage.mutating_calls()..storage.mutating_calls() + 1, std::io::ErrorKind::StorageFull);
+    assert_eq!(send(&mut client, 0, 0, &[b"refused"]), Err(4006));
+    let read_only = shards[1].shared.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only();
+    assert!(read_only, "partition 0 is read-only");
+    for partition in 1..3 {
+        send(&mut client, 0, partition, &[b"second"]).expect("the other partitions take sends");
+        assert_eq!(poll(&mut client, 0, partition).0, 2);
+    }
+    assert_eq!(poll(&mut client, 0, 0).0, 1, "partition 0 still serves what it stored");
+    send(&mut client, 0, 0, &[b"retried"]).expect("the next write succeeds");
+    assert_eq!(poll(&mut client, 0, 0).0, 2);
+    assert!(!shards[1].shared.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only());
+}

@@ -286,8 +286,11 @@ impl<S: Storage> PartitionLog<S> {
     /// what could not be written stays journaled, and the partition turns read-only.
     pub async fn flush(&mut self, storage: &S, fsync: bool) -> io::Result<()> {
         match self.write_journal(storage, fsync).await {
-            Ok(()) => {
-                self.write_failure = None;
+            Ok(wrote) => {
+                // Only a write that landed proves the disk takes writes again.
+                if wrote {
+                    self.write_failure = None;
+                }
                 Ok(())
             }
             Err(error) => {
@@ -297,7 +300,8 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    async fn write_journal(&mut self, storage: &S, fsync: bool) -> io::Result<()> {
+    /// Returns whether anything was written.
+    async fn write_journal(&mut self, storage: &S, fsync: bool) -> io::Result<bool> {
         let mut wrote = false;
         while !self.journal.is_empty() {
             let active = self.segments.last().expect("a partition always has a segment");
@@ -333,7 +337,7 @@ impl<S: Storage> PartitionLog<S> {
         if fsync && !wrote {
             self.segments.last().unwrap().sync().await?;
         }
-        Ok(())
+        Ok(wrote)
     }
 
     /// Takes the buffers already written to disk, for the caller's memory pool.

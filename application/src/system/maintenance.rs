@@ -222,11 +222,13 @@ impl<E: Env> System<E> {
                 continue;
             }
             let mut log = partition.log.lock().await;
-            if partition.closed.get() || log.write_failure().is_none() {
+            // With nothing pending (a persisted topic's journal is always empty) the next
+            // send is the retry.
+            if partition.closed.get() || log.write_failure().is_none() || log.unsaved_messages() == 0 {
                 continue;
             }
             let fsync = log.settings.enforce_fsync;
-            if log.flush(&self.storage, fsync).await.is_ok() {
+            if log.flush(&self.storage, fsync).await.is_ok() && log.write_failure().is_none() {
                 tracing::info!(partition = %namespace_label(namespace), "partition takes writes again");
             }
             partition.refresh(&log);

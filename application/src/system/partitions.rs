@@ -135,7 +135,7 @@ impl<E: Env> System<E> {
             PartitionOp::Flush { fsync } => {
                 let was_read_only = log.write_failure().is_some();
                 let result = log.flush(&self.storage, fsync).await;
-                self.note_write(namespace, was_read_only, result.as_ref().err());
+                self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
                 result.map(|()| Vec::new()).map_err(|_| ErrorCode::CannotSaveMessagesToSegment)
             }
             PartitionOp::DeleteSegments { count } => {
@@ -218,7 +218,7 @@ impl<E: Env> System<E> {
         }
         let was_read_only = log.write_failure().is_some();
         let result = log.append(&self.storage, batch, self.now_us()).await;
-        self.note_write(namespace, was_read_only, result.as_ref().err());
+        self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
         let appended = result.map_err(|_| {
             data.sends_refused.fetch_add(1, Ordering::Relaxed);
             ErrorCode::CannotSaveMessagesToSegment
@@ -233,7 +233,13 @@ impl<E: Env> System<E> {
     }
 
     /// Counts a failed write and logs each change of a partition's read-only state once.
-    fn note_write(&self, namespace: Namespace, was_read_only: bool, error: Option<&std::io::Error>) {
+    fn note_write(
+        &self,
+        namespace: Namespace,
+        was_read_only: bool,
+        now_read_only: bool,
+        error: Option<&std::io::Error>,
+    ) {
         match error {
             Some(error) => {
                 self.shared.data.write_failures.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +247,7 @@ impl<E: Env> System<E> {
                     tracing::error!(%error, partition = %namespace_label(namespace), "partition write failed: the partition is read-only until a write succeeds");
                 }
             }
-            None if was_read_only => {
+            None if was_read_only && !now_read_only => {
                 tracing::info!(partition = %namespace_label(namespace), "partition takes writes again");
             }
             None => {}

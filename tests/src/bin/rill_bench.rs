@@ -22,6 +22,8 @@ struct Options {
     persisted: bool,
     /// Shards of the server the benchmark starts (ignored with `--address`).
     shards: Option<u32>,
+    /// `KEY=VALUE` settings for the server the benchmark starts (`IGGY_...`).
+    server_env: Vec<(String, String)>,
 }
 
 fn parse_options() -> anyhow::Result<Options> {
@@ -33,6 +35,7 @@ fn parse_options() -> anyhow::Result<Options> {
         message_size: 1000,
         persisted: false,
         shards: None,
+        server_env: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -45,8 +48,14 @@ fn parse_options() -> anyhow::Result<Options> {
             "--message-size" => options.message_size = value()?.parse()?,
             "--persisted" => options.persisted = true,
             "--shards" => options.shards = Some(value()?.parse()?),
+            "--server-env" => {
+                let setting = value()?;
+                let (key, val) =
+                    setting.split_once('=').with_context(|| format!("--server-env {setting}: KEY=VALUE"))?;
+                options.server_env.push((key.to_owned(), val.to_owned()));
+            }
             other => bail!(
-                "unknown flag {other}; flags: --address A --producers N --batches N --messages-per-batch N --message-size BYTES --persisted --shards N"
+                "unknown flag {other}; flags: --address A --producers N --batches N --messages-per-batch N --message-size BYTES --persisted --shards N --server-env KEY=VALUE"
             ),
         }
     }
@@ -157,12 +166,13 @@ async fn run(address: String, options: Options) -> anyhow::Result<()> {
     prepare(&address, &options).await?;
     let per_producer = u64::from(options.batches) * u64::from(options.messages_per_batch);
     println!(
-        "rill-bench: {} producers x {} batches x {} messages x {} B{} against {address}",
+        "rill-bench: {} producers x {} batches x {} messages x {} B{} against {address}{}",
         options.producers,
         options.batches,
         options.messages_per_batch,
         options.message_size,
-        if options.persisted { ", durability=persisted" } else { "" }
+        if options.persisted { ", durability=persisted" } else { "" },
+        options.server_env.iter().map(|(k, v)| format!(" {k}={v}")).collect::<String>(),
     );
     let started = Instant::now();
     let producers: Vec<_> =
@@ -203,13 +213,12 @@ async fn main() -> anyhow::Result<()> {
         }
         rill_tests::use_server_binary(release);
     }
-    let server = match options.shards {
-        Some(shards) => {
-            let shards = shards.to_string();
-            TestServer::start_with_env(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards.as_str())])?
-        }
-        None => TestServer::start()?,
-    };
+    let shards = options.shards.map(|shards| shards.to_string());
+    let mut env: Vec<(&str, &str)> = options.server_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    if let Some(shards) = &shards {
+        env.push(("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards.as_str()));
+    }
+    let server = TestServer::start_with_env(&env)?;
     println!("server: {}", server.logs().lines().find(|l| l.contains("listening on")).unwrap_or("?").trim());
     run(server.tcp_address(), options).await
 }
