@@ -49,25 +49,25 @@ impl DedupWindow {
     }
 
     /// Which of `ids` (in batch order) are duplicates: of an id still in the window, or of
-    /// an earlier message of the same batch. `None` when none is, the common case.
-    pub fn duplicates(&mut self, ids: impl Iterator<Item = u128>, now_us: u64) -> Option<Vec<bool>> {
+    /// an earlier message of the same batch. `None` when none is, the common case, which
+    /// costs one lookup per id and one sort of the batch's ids.
+    pub fn duplicates(&mut self, ids: &[u128], now_us: u64) -> Option<Vec<bool>> {
         self.evict_expired(now_us);
+        let in_window = ids.iter().any(|&id| id != 0 && self.contains(id));
+        let mut sorted: Vec<u128> = ids.iter().copied().filter(|&id| id != 0).collect();
+        sorted.sort_unstable();
+        let repeated = sorted.windows(2).any(|pair| pair[0] == pair[1]);
+        if !in_window && !repeated {
+            return None;
+        }
         let mut seen = BTreeSet::new();
-        let mut any = false;
-        let mask: Vec<bool> = ids
-            .map(|id| {
-                let duplicate = id != 0 && (self.contains(id) || !seen.insert(id));
-                any |= duplicate;
-                duplicate
-            })
-            .collect();
-        any.then_some(mask)
+        Some(ids.iter().map(|&id| id != 0 && (self.contains(id) || !seen.insert(id))).collect())
     }
 
     /// Remembers ids that were stored at `now_us` (call only once they are stored). An id
     /// already in the window keeps its first time: the window measures from the original.
-    pub fn record(&mut self, ids: impl Iterator<Item = u128>, now_us: u64) {
-        for id in ids.filter(|&id| id != 0) {
+    pub fn record(&mut self, ids: &[u128], now_us: u64) {
+        for &id in ids.iter().filter(|&&id| id != 0) {
             if self.stored_at.contains_key(&id) {
                 continue;
             }
@@ -89,38 +89,35 @@ mod tests {
     #[test]
     fn a_stored_id_is_a_duplicate_until_it_expires() {
         let mut window = DedupWindow::new(10, 100);
-        assert_eq!(window.duplicates([1, 2].into_iter(), 0), None);
-        window.record([1, 2].into_iter(), 0);
-        assert_eq!(window.duplicates([2, 3].into_iter(), 50), Some(vec![true, false]));
-        assert_eq!(window.duplicates([1, 2].into_iter(), 100), None, "expired at 100");
+        assert_eq!(window.duplicates(&[1, 2], 0), None);
+        window.record(&[1, 2], 0);
+        assert_eq!(window.duplicates(&[2, 3], 50), Some(vec![true, false]));
+        assert_eq!(window.duplicates(&[1, 2], 100), None, "expired at 100");
         assert!(window.is_empty());
     }
 
     #[test]
     fn id_zero_is_never_a_duplicate_and_never_stored() {
         let mut window = DedupWindow::new(10, 100);
-        window.record([0, 0, 5].into_iter(), 0);
+        window.record(&[0, 0, 5], 0);
         assert_eq!(window.len(), 1);
-        assert_eq!(window.duplicates([0, 0, 0].into_iter(), 1), None);
+        assert_eq!(window.duplicates(&[0, 0, 0], 1), None);
     }
 
     #[test]
     fn repeats_inside_one_batch_are_duplicates() {
         let mut window = DedupWindow::new(10, 100);
-        assert_eq!(
-            window.duplicates([7, 8, 7, 7, 0, 0].into_iter(), 0),
-            Some(vec![false, false, true, true, false, false])
-        );
+        assert_eq!(window.duplicates(&[7, 8, 7, 7, 0, 0], 0), Some(vec![false, false, true, true, false, false]));
     }
 
     #[test]
     fn the_oldest_ids_go_past_the_bound() {
         let mut window = DedupWindow::new(3, u64::MAX);
-        window.record([1, 2, 3, 4].into_iter(), 0);
+        window.record(&[1, 2, 3, 4], 0);
         assert_eq!(window.len(), 3);
         assert!(!window.contains(1));
         assert!(window.contains(4));
-        window.record([4].into_iter(), 50);
+        window.record(&[4], 50);
         assert_eq!(window.order.len(), 3, "a known id is not queued twice");
         assert!(window.contains(4) && window.contains(3));
     }

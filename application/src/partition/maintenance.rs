@@ -187,7 +187,7 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         for (timestamp, ids) in newest_first.into_iter().rev() {
-            window.record(ids.into_iter(), timestamp);
+            window.record(&ids, timestamp);
         }
         Ok(window)
     }

@@ -229,17 +229,21 @@ impl<S: Storage> PartitionLog<S> {
         }
         let now_us = now_us.max(self.last_timestamp);
         let mut duplicates = 0;
-        if let Some(window) = &mut self.dedup
-            && let Some(mask) = window.duplicates(batch::message_ids(&stored), now_us)
-        {
-            let kept = batch::drop_frames(&mut stored, &mask);
-            duplicates = mask.iter().filter(|&&d| d).count() as u32;
-            if kept == 0 {
-                self.spent.push(stored);
-                return Ok(Appended { base_offset: self.next_offset, stored: 0, duplicates, bytes: 0 });
+        let mut ids: Option<Vec<u128>> = None;
+        if let Some(window) = &mut self.dedup {
+            let mut batch_ids: Vec<u128> = batch::message_ids(&stored).collect();
+            if let Some(mask) = window.duplicates(&batch_ids, now_us) {
+                let kept = batch::drop_frames(&mut stored, &mask);
+                duplicates = mask.iter().filter(|&&d| d).count() as u32;
+                if kept == 0 {
+                    self.spent.push(stored);
+                    return Ok(Appended { base_offset: self.next_offset, stored: 0, duplicates, bytes: 0 });
+                }
+                let mut dropped = mask.iter();
+                batch_ids.retain(|_| !dropped.next().copied().unwrap_or(false));
             }
+            ids = Some(batch_ids);
         }
-        let ids: Option<Vec<u128>> = self.dedup.is_some().then(|| batch::message_ids(&stored).collect());
         let base_offset = self.next_offset;
         batch::stamp(&mut stored, self.partition_id, base_offset, now_us);
         let count = BatchHeader::read(&stored).message_count;
@@ -256,7 +260,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         self.last_timestamp = now_us;
         if let (Some(window), Some(ids)) = (&mut self.dedup, ids) {
-            window.record(ids.into_iter(), now_us);
+            window.record(&ids, now_us);
         }
         Ok(Appended { base_offset, stored: count, duplicates, bytes })
     }

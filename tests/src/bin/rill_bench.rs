@@ -69,6 +69,18 @@ struct Report {
     bytes: u64,
     elapsed: Duration,
     latencies: Vec<Duration>,
+    /// CPU time the server process spent in the phase, when the benchmark started it.
+    server_cpu: Option<Duration>,
+}
+
+/// User plus system CPU time of a process, from `/proc/<pid>/stat` (clock ticks of 10 ms,
+/// Linux's USER_HZ).
+fn process_cpu(pid: Option<u32>) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
@@ -85,7 +97,7 @@ impl Report {
         let seconds = self.elapsed.as_secs_f64();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         println!(
-            "{:<10} {:>10} msgs {:>9.1} MB/s {:>11.0} msgs/s   latency per request p50 {:>7.3} ms  p99 {:>7.3} ms  p999 {:>7.3} ms  ({} requests, {:.2} s)",
+            "{:<10} {:>10} msgs {:>9.1} MB/s {:>11.0} msgs/s   latency per request p50 {:>7.3} ms  p99 {:>7.3} ms  p999 {:>7.3} ms  ({} requests, {:.2} s{})",
             self.name,
             self.messages,
             self.bytes as f64 / 1_000_000.0 / seconds,
@@ -95,6 +107,7 @@ impl Report {
             ms(percentile(&self.latencies, 0.999)),
             self.latencies.len(),
             seconds,
+            self.server_cpu.map(|cpu| format!(", server CPU {:.2} s", cpu.as_secs_f64())).unwrap_or_default(),
         );
     }
 }
@@ -162,7 +175,7 @@ async fn prepare(address: &str, options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(address: String, options: Options) -> anyhow::Result<()> {
+async fn run(address: String, options: Options, server_pid: Option<u32>) -> anyhow::Result<()> {
     prepare(&address, &options).await?;
     let per_producer = u64::from(options.batches) * u64::from(options.messages_per_batch);
     println!(
@@ -174,6 +187,7 @@ async fn run(address: String, options: Options) -> anyhow::Result<()> {
         if options.persisted { ", durability=persisted" } else { "" },
         options.server_env.iter().map(|(k, v)| format!(" {k}={v}")).collect::<String>(),
     );
+    let cpu_before = process_cpu(server_pid);
     let started = Instant::now();
     let producers: Vec<_> =
         (0..options.producers).map(|s| tokio::spawn(produce(address.clone(), options.clone(), s))).collect();
@@ -183,7 +197,10 @@ async fn run(address: String, options: Options) -> anyhow::Result<()> {
     }
     let messages = per_producer * u64::from(options.producers);
     let bytes = messages * options.message_size as u64;
-    Report { name: "send".into(), messages, bytes, elapsed: started.elapsed(), latencies }.print();
+    let elapsed = started.elapsed();
+    let cpu_after = process_cpu(server_pid);
+    let server_cpu = cpu_before.zip(cpu_after).map(|(before, after)| after.saturating_sub(before));
+    Report { name: "send".into(), messages, bytes, elapsed, latencies, server_cpu }.print();
     let started = Instant::now();
     let consumers: Vec<_> =
         (0..options.producers).map(|s| tokio::spawn(consume(address.clone(), options.clone(), s))).collect();
@@ -196,7 +213,9 @@ async fn run(address: String, options: Options) -> anyhow::Result<()> {
     if bytes != messages * options.message_size as u64 {
         bail!("read back {bytes} payload bytes, expected {}", messages * options.message_size as u64);
     }
-    Report { name: "poll".into(), messages, bytes, elapsed: started.elapsed(), latencies }.print();
+    let elapsed = started.elapsed();
+    let server_cpu = cpu_after.zip(process_cpu(server_pid)).map(|(before, after)| after.saturating_sub(before));
+    Report { name: "poll".into(), messages, bytes, elapsed, latencies, server_cpu }.print();
     Ok(())
 }
 
@@ -204,7 +223,7 @@ async fn run(address: String, options: Options) -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let options = parse_options()?;
     if let Some(address) = options.address.clone() {
-        return run(address, options).await;
+        return run(address, options, None).await;
     }
     if std::env::var_os("RILL_SERVER_BIN").is_none() {
         let release = rill_tests::workspace_dir().join("target/release/rill-server");
@@ -220,5 +239,5 @@ async fn main() -> anyhow::Result<()> {
     }
     let server = TestServer::start_with_env(&env)?;
     println!("server: {}", server.logs().lines().find(|l| l.contains("listening on")).unwrap_or("?").trim());
-    run(server.tcp_address(), options).await
+    run(server.tcp_address(), options, server.pid()).await
 }
