@@ -111,8 +111,8 @@ fn topic_header(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
     out.insert("created_at".into(), json!(created_at));
     out.insert("name".into(), json!(name));
     out.insert("size".into(), json!(size));
-    // 0 reads as "server default" in the client; the server's effective value is "never".
-    out.insert("message_expiry".into(), json!(if message_expiry == 0 { u64::MAX } else { message_expiry }));
+    // 0 is "server default", as over the binary protocol: the client reads it so.
+    out.insert("message_expiry".into(), json!(message_expiry));
     out.insert("compression_algorithm".into(), json!(if compression == 2 { "gzip" } else { "none" }));
     out.insert("max_topic_size".into(), json!(max_topic_size));
     out.insert("messages_count".into(), json!(messages_count));
