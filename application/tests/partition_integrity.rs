@@ -236,3 +236,92 @@ fn duplicate_ids_are_stored_once_even_across_a_reopen() {
     let expired = block_on(reopened.append(&storage, batch_with_ids(&[1]), 40 + 1_000_000)).unwrap();
     assert_eq!(expired.stored, 1, "past the expiry an id is stored again");
 }
+
+/// Flips one bit of a sealed segment's index file at byte `at` (entry `at / 24`).
+fn rot_index(storage: &SimStorage, start: u64, at: usize) {
+    storage.flip_bit(&segment_path(start, "index"), at);
+}
+
+#[test]
+fn a_rotten_index_entry_is_caught_by_the_log_and_loses_nothing() {
+    // Entry fields: relative offset 0..4, position 4..8, timestamp 8..16, count 16..20,
+    // length 20..24. A count of the middle entry of segment 9 (tiles, wrong), the last
+    // entry's count of segment 18 (ends past the next segment), the last entry's length
+    // of the active segment.
+    for (what, start, at) in [("count", 9u64, 24 + 16 + 2), ("last count", 18, 48 + 16), ("length", 27, 48 + 20 + 1)] {
+        let storage = SimStorage::new();
+        drop(twelve_batches(&storage));
+        rot_index(&storage, start, at);
+        let log = open(&storage, settings(1 << 20), true);
+        assert_eq!(log.next_offset(), 36, "{what}: no offset lost or handed out again");
+        let (all, damaged) = read(&log, 0, 100);
+        assert_eq!((all.len(), damaged), (36, None), "{what}: every message, from the log");
+        assert_eq!(storage.file_len(&segment_path(start, "log")).map(|l| l > 0), Some(true));
+    }
+}
+
+#[test]
+fn a_poll_stopped_by_its_count_inside_a_segment_does_not_skip() {
+    let storage = SimStorage::new();
+    let log = twelve_batches(&storage);
+    // Starting mid-batch: the first segment yields 4 (of its 9), then the count is reached.
+    let (messages, _) = read(&log, 5, 4);
+    assert_eq!(messages, (6..=9u128).map(|id| format!("payload-{id}")).collect::<Vec<_>>());
+    let (messages, _) = read(&log, 7, 5);
+    assert_eq!(messages, (8..=12u128).map(|id| format!("payload-{id}")).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_rotten_future_timestamp_does_not_pin_later_stamps() {
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    // The active segment's last index entry: timestamp byte 7 (bit 59 and up).
+    rot_index(&storage, 27, 48 + 8 + 7);
+    let mut log = open(&storage, settings(1 << 20), true);
+    block_on(log.append(&storage, batch_with_ids(&[37]), 500)).unwrap();
+    assert_eq!(log.offset_at_timestamp(400), Some(36), "stamped with the clock, not the rotten stamp");
+}
+
+#[test]
+fn a_purge_that_fails_leaves_a_working_partition() {
+    let storage = SimStorage::new();
+    let mut log = twelve_batches(&storage);
+    storage.fail_from(storage.mutating_calls() + 1, std::io::ErrorKind::Other);
+    assert!(block_on(log.purge(&storage)).is_err());
+    assert!(log.write_failure().is_some(), "read-only after a failed purge");
+    // The files are gone (the simulated disk, unlike Linux, keeps no unlinked file open):
+    // reads and the scrubber answer errors, and nothing panics.
+    let mut out = Vec::new();
+    assert!(block_on(log.read(30, 3, &mut out)).is_err());
+    assert!(block_on(log.scrub_read(0, 0, 1 << 20)).is_err());
+    assert!(block_on(log.append(&storage, batch_with_ids(&[99]), 500)).is_err(), "sends refused");
+    storage.heal();
+    block_on(log.purge(&storage)).unwrap();
+    assert_eq!((log.first_offset(), log.next_offset(), log.segments_count()), (0, 0, 1));
+    assert!(block_on(log.scrub_read(0, 0, 1 << 20)).unwrap().is_none(), "no sealed segment to scrub");
+}
+
+#[test]
+fn a_payload_that_looks_like_a_header_cannot_derail_the_rebuild() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 20), false);
+    // A payload with a batch header's shape: base offset 1, a length near u64::MAX, and
+    // 204 reserved bytes of zero.
+    let mut fake = vec![0u8; 300];
+    fake[8..16].copy_from_slice(&1u64.to_le_bytes());
+    fake[32..40].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
+    fake[48..52].copy_from_slice(&1u32.to_le_bytes());
+    let first = batch::build(&[(1, fake.as_slice(), &b""[..])], 1);
+    block_on(log.append(&storage, first, 10)).unwrap();
+    for id in [2u128, 3] {
+        block_on(log.append(&storage, batch_with_ids(&[id]), 10 + id as u64)).unwrap();
+    }
+    drop(log);
+    block_on(storage.remove_file(&segment_path(0, "index"))).unwrap();
+    // The first batch's length field rots: the rebuild must look past it.
+    storage.flip_bit(&segment_path(0, "log"), 33);
+    let log = open(&storage, settings(1 << 20), true);
+    assert_eq!(log.next_offset(), 3);
+    assert_eq!(read(&log, 0, 10).1.map(|d| (d.first_offset, d.last_offset)), Some((0, 0)));
+    assert_eq!(read(&log, 1, 10).0, vec!["payload-2", "payload-3"]);
+}

@@ -363,12 +363,16 @@ impl Shard0 {
         compio::runtime::spawn(watch_free_space(system.clone())).detach();
         wait_for_signal().await?;
         tracing::info!("shutdown requested: flushing partitions on every shard");
-        system.flush_all().await.context("flushing partitions at shutdown")?;
-        if let Err(error) = system.mark_clean_shutdown().await {
+        let flushed = system.flush_all().await;
+        if flushed.is_ok()
+            && let Err(error) = system.mark_clean_shutdown().await
+        {
             tracing::warn!(%error, "cannot leave the clean-shutdown marker: the next start checks segment tails as after a crash");
         }
+        // Every shard is stopped even when one could not flush.
         self.bus.shutdown_all().await;
         log_pool(&system.shared);
+        flushed.context("flushing partitions at shutdown")?;
         tracing::info!("shutdown complete");
         Ok(())
     }

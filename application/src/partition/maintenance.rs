@@ -10,7 +10,7 @@ use rill_domain::dedup::DedupWindow;
 use rill_domain::retention::SealedSegment;
 use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
 
-use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, batch_matches};
+use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, batch_matches, within_frame};
 use crate::partition::DamagedBatch;
 use crate::ports::Storage;
 
@@ -52,9 +52,13 @@ impl ScrubChunk {
         let mut position = 0usize;
         let mut found = Vec::new();
         for entry in &self.entries {
-            let record = &self.bytes[position..position + entry.length as usize];
-            position += entry.length as usize;
-            if !batch_matches(record, entry, self.segment_start, true) {
+            // A range longer than a frame comes alone and unread: it is damage by itself.
+            let intact = within_frame(entry) && {
+                let record = &self.bytes[position..position + entry.length as usize];
+                position += entry.length as usize;
+                batch_matches(record, entry, self.segment_start, true)
+            };
+            if !intact {
                 let first_offset = self.segment_start + entry.relative_offset as u64;
                 found.push(DamagedBatch {
                     file: self.file.clone(),
@@ -72,7 +76,7 @@ impl<S: Storage> PartitionLog<S> {
     /// The sealed segments, oldest first, as retention weighs them, and the active
     /// segment's bytes (journal included).
     pub fn sealed_for_retention(&self) -> (Vec<SealedSegment>, u64) {
-        let sealed = &self.segments[..self.segments.len() - 1];
+        let sealed = &self.segments[..self.segments.len().saturating_sub(1)];
         let list = sealed
             .iter()
             .map(|s| SealedSegment { size_bytes: s.size_bytes, newest_timestamp_us: s.newest_timestamp() })
@@ -89,24 +93,28 @@ impl<S: Storage> PartitionLog<S> {
         let mut detached = Detached::default();
         for _ in 0..count {
             let start = self.segments[0].start_offset;
-            let log = self.dir.join(log_file_name(start));
-            let log_deleted = self.dir.join(format!("{}{DELETED_SUFFIX}", log_file_name(start)));
-            if let Err(error) = storage.rename(&log, &log_deleted).await {
+            let names = [index_file_name(start), log_file_name(start)];
+            let renamed = names.map(|name| (self.dir.join(&name), self.dir.join(format!("{name}{DELETED_SUFFIX}"))));
+            // The index goes first: a segment whose log is left loads (rebuilding its index),
+            // and an index without its log is removed at the next start.
+            if let Err(error) = storage.rename(&renamed[0].0, &renamed[0].1).await {
                 if detached.segments == 0 {
                     return Err(error);
                 }
-                tracing::warn!(%error, path = %log.display(), "retention stopped: cannot rename a segment");
+                tracing::warn!(%error, path = %renamed[0].0.display(), "retention stopped: cannot rename a segment");
                 break;
             }
-            // Without its log the index is an orphan: removed either way.
-            let index = self.dir.join(index_file_name(start));
-            let index_deleted = self.dir.join(format!("{}{DELETED_SUFFIX}", index_file_name(start)));
-            let index_path = match storage.rename(&index, &index_deleted).await {
-                Ok(()) => index_deleted,
-                Err(_) => index,
-            };
+            if let Err(error) = storage.rename(&renamed[1].0, &renamed[1].1).await {
+                // Put the index back: the segment stays, whole.
+                let _ = storage.rename(&renamed[0].1, &renamed[0].0).await;
+                if detached.segments == 0 {
+                    return Err(error);
+                }
+                tracing::warn!(%error, path = %renamed[1].0.display(), "retention stopped: cannot rename a segment");
+                break;
+            }
             let segment = self.segments.remove(0);
-            detached.paths.extend([log_deleted, index_path]);
+            detached.paths.extend(renamed.map(|(_, deleted)| deleted));
             detached.segments += 1;
             detached.messages += segment.messages_count();
             detached.bytes += segment.size_bytes;
@@ -137,7 +145,7 @@ impl<S: Storage> PartitionLog<S> {
         entry: usize,
         max_bytes: usize,
     ) -> io::Result<Option<ScrubChunk>> {
-        let sealed = &self.segments[..self.segments.len() - 1];
+        let sealed = &self.segments[..self.segments.len().saturating_sub(1)];
         for segment in sealed.iter().filter(|s| s.start_offset >= segment_start) {
             let from = if segment.start_offset == segment_start { entry } else { 0 };
             if from >= segment.entries.len() {
@@ -157,7 +165,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Refills the dedup window from the newest stored batches, back until it holds
     /// `max_entries` ids or batches are older than the expiry, measured from the newest
-    /// batch. Batches that do not read back whole are skipped.
+    /// batch. Batches that do not verify are skipped.
     pub(super) async fn rebuild_dedup_window(&self, settings: DedupSettings) -> io::Result<DedupWindow> {
         let mut window = DedupWindow::new(settings.max_entries, settings.expiry_us);
         let cutoff = self.last_timestamp.saturating_sub(settings.expiry_us);
@@ -173,10 +181,10 @@ impl<S: Storage> PartitionLog<S> {
                 let (entries, bytes) = segment.read_entries(from, usize::MAX).await?;
                 let mut position = 0usize;
                 let mut batches = Vec::with_capacity(entries.len());
-                for entry in &entries {
+                for entry in entries.iter().filter(|e| within_frame(e)) {
                     let record = &bytes[position..position + entry.length as usize];
                     position += entry.length as usize;
-                    if batch::check_structure(record) {
+                    if batch::verify_stored(record) {
                         batches.push((entry.timestamp, batch::message_ids(record).collect()));
                     }
                 }

@@ -22,7 +22,7 @@ use rill_domain::wire::response::Usage;
 pub use maintenance::{Detached, ScrubChunk, remove_detached};
 pub use offsets::{ConsumerKey, ConsumerOffsets};
 pub use recovery::{LoadMode, Recovery};
-pub use segment::{DamagedBatch, Segment, SegmentRead, batch_matches};
+pub use segment::{DamagedBatch, Segment, SegmentRead, batch_matches, within_frame};
 
 use crate::ports::Storage;
 
@@ -31,6 +31,9 @@ pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
 
 /// Damaged batches a partition remembers having reported, so each is logged once.
 const MAX_REPORTED: usize = 4096;
+
+/// How far ahead of the clock the last stamp may be and still hold later stamps back.
+const MAX_CLOCK_AHEAD_US: u64 = 3_600_000_000;
 
 /// Suffix a segment file takes when retention removes it: a restart never loads it.
 pub const DELETED_SUFFIX: &str = ".deleted";
@@ -125,6 +128,9 @@ pub struct PartitionLog<S: Storage> {
     dedup: Option<DedupWindow>,
     /// Damaged batches already reported: (segment start offset, position).
     reported: BTreeSet<(u64, u64)>,
+    /// Bumped by each purge, so a scrubber's place in the old files is not taken for one
+    /// in the new.
+    generation: u64,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -139,8 +145,10 @@ impl<S: Storage> PartitionLog<S> {
     ) -> io::Result<Self> {
         storage.create_dir_all(dir).await?;
         let names = storage.list_dir(dir).await?;
-        for leftover in names.iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
-            // A cleaning pass renamed it and stopped before removing it.
+        let orphan_index =
+            |name: &String| name.strip_suffix(".index").is_some_and(|stem| !names.contains(&format!("{stem}.log")));
+        for leftover in names.iter().filter(|n| n.ends_with(DELETED_SUFFIX) || orphan_index(n)) {
+            // A cleaning pass renamed or half-renamed a segment and stopped before removing it.
             storage.remove_file(&dir.join(leftover)).await?;
         }
         let mut starts: Vec<u64> = names.iter().filter_map(|n| parse_log_file_name(n)).collect();
@@ -176,6 +184,7 @@ impl<S: Storage> PartitionLog<S> {
             write_failure: None,
             dedup: None,
             reported: BTreeSet::new(),
+            generation: 0,
         };
         if let Some(window) = settings.deduplication {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
@@ -227,7 +236,13 @@ impl<S: Storage> PartitionLog<S> {
             self.spent.push(stored);
             return Err(error);
         }
-        let now_us = now_us.max(self.last_timestamp);
+        // Stamps never go back, unless the last one is far ahead of the clock: a rotten
+        // index entry must not pin every later stamp.
+        let now_us = if self.last_timestamp > now_us.saturating_add(MAX_CLOCK_AHEAD_US) {
+            now_us
+        } else {
+            now_us.max(self.last_timestamp)
+        };
         let mut duplicates = 0;
         let mut ids: Option<Vec<u128>> = None;
         if let Some(window) = &mut self.dedup {
@@ -349,6 +364,20 @@ impl<S: Storage> PartitionLog<S> {
         std::mem::take(&mut self.spent)
     }
 
+    /// Takes every buffer the partition holds, written or not, when it is removed.
+    pub fn take_all_buffers(&mut self) -> Vec<Vec<u8>> {
+        self.journal_messages = 0;
+        self.journal_bytes = 0;
+        let mut buffers = std::mem::take(&mut self.spent);
+        buffers.extend(self.journal.drain(..));
+        buffers
+    }
+
+    /// Which incarnation of the partition's files this is (a purge starts a new one).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {
         // A sealed segment is never written again, so make it durable once, now.
         self.segments.last().unwrap().sync().await?;
@@ -362,7 +391,7 @@ impl<S: Storage> PartitionLog<S> {
     /// one, which is reported when nothing came before it.
     pub async fn read(&self, start: u64, count: u32, out: &mut Vec<u8>) -> io::Result<PartitionRead> {
         let mut read = PartitionRead::default();
-        let mut next = start;
+        let mut next = start.max(self.first_offset());
         let budget_start = out.len();
         for segment in &self.segments {
             if read.messages >= count || out.len() - budget_start >= MAX_POLL_BYTES {
@@ -377,6 +406,10 @@ impl<S: Storage> PartitionLog<S> {
             next += taken.messages as u64;
             if taken.damaged.is_some() {
                 read.damaged = taken.damaged;
+                return Ok(read);
+            }
+            if next < segment.end_offset() {
+                // Stopped inside this segment (count or byte budget): going on would skip.
                 return Ok(read);
             }
         }
@@ -416,16 +449,30 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.
+    /// On a failure the partition keeps its state in memory (its files may be gone) and is
+    /// read-only until a write succeeds.
     pub async fn purge(&mut self, storage: &S) -> io::Result<()> {
+        let fresh = async {
+            storage.remove_dir_all(&self.dir).await?;
+            storage.create_dir_all(&self.dir).await?;
+            let segment = Segment::create(storage, &self.dir, 0).await?;
+            Ok::<_, io::Error>((segment, ConsumerOffsets::load(storage, &self.dir).await?))
+        };
+        let (segment, offsets) = match fresh.await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                self.write_failure = Some(error.kind());
+                return Err(error);
+            }
+        };
         self.spent.extend(self.journal.drain(..));
         self.journal_messages = 0;
         self.journal_bytes = 0;
-        self.segments.clear();
-        storage.remove_dir_all(&self.dir).await?;
-        storage.create_dir_all(&self.dir).await?;
-        self.segments.push(Segment::create(storage, &self.dir, 0).await?);
-        self.offsets = ConsumerOffsets::load(storage, &self.dir).await?;
+        self.segments = vec![segment];
+        self.offsets = offsets;
+        self.generation += 1;
         self.next_offset = 0;
+        self.last_timestamp = 0;
         self.write_failure = None;
         self.reported.clear();
         if let Some(window) = self.settings.deduplication {

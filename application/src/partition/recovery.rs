@@ -1,8 +1,8 @@
 //! Opening a segment at start: its index is checked against the log and rebuilt from it
-//! where it is missing, short or garbage. A torn tail (only possible in the active segment
-//! after a crash) is cut at the last verified batch; anything else that fails its checks is
-//! bit rot and stays indexed, so reads report it instead of the offsets vanishing or being
-//! handed out again.
+//! where it is missing, short, garbage or rotten. A torn tail (only possible in the active
+//! segment after a crash) is cut back to the last batch that verifies; anything else that
+//! fails its checks is bit rot and stays indexed, so reads report it instead of the offsets
+//! vanishing or being handed out again. A sealed segment is never cut.
 
 use std::io;
 use std::path::Path;
@@ -11,7 +11,7 @@ use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{BATCH_HEADER_SIZE, INDEX_ENTRY_SIZE, MAX_FRAME_SIZE};
 use rill_domain::segment::{self, IndexEntry};
 
-use super::segment::{Segment, batch_matches, entry_for};
+use super::segment::{Segment, batch_matches, entry_for, within_frame};
 use crate::ports::{Storage, StorageFile};
 
 /// What recovery found in a segment's files.
@@ -57,21 +57,25 @@ impl<F: StorageFile> Segment<F> {
         let read_entries = entries.clone();
         keep_consistent_prefix(&mut entries, log_len);
         let mut segment = Self { start_offset, log_path, log, index, size_bytes: 0, entries };
-        if mode.torn_tail_possible {
-            while let Some(last) = segment.entries.last().copied() {
-                if segment.batch_at(&last).await? {
-                    break;
-                }
-                segment.entries.pop();
-            }
-        }
+        let kept = if mode.torn_tail_possible {
+            // After an unclean stop the trailing batches that fail are a torn write (never
+            // fsynced, so never acknowledged on a persisted topic). Damage before the last
+            // batch that verifies stays: cutting there would give its offsets out again.
+            segment.verified_suffix_start().await?
+        } else if segment.index_agrees(mode).await? {
+            segment.entries.len()
+        } else {
+            segment.agreeing_prefix(log_len).await?
+        };
+        segment.entries.truncate(kept);
         segment.size_bytes = segment.entries.last().map_or(0, |e| e.position as u64 + e.length as u64);
         let indexed = segment.entries.len();
         let mut recovery = Recovery::default();
         segment.scan_tail(log_len, mode, &mut recovery).await?;
         recovery.rebuilt_entries = segment.entries.len() - indexed;
-        recovery.truncated_bytes = log_len - segment.size_bytes;
-        if recovery.truncated_bytes > 0 {
+        // A sealed segment is never cut: what could not be indexed stays on disk, unread.
+        if segment.size_bytes < log_len && mode.next_start.is_none() {
+            recovery.truncated_bytes = log_len - segment.size_bytes;
             segment.log.truncate(segment.size_bytes).await?;
         }
         if segment.entries != read_entries {
@@ -80,11 +84,67 @@ impl<F: StorageFile> Segment<F> {
         Ok((segment, recovery))
     }
 
-    /// Whether the batch an entry names reads back whole and verified.
-    async fn batch_at(&self, entry: &IndexEntry) -> io::Result<bool> {
-        let (result, buf) = self.log.read_exact_at(vec![0u8; entry.length as usize], entry.position as u64).await;
+    /// How many entries to keep after an unclean stop: all up to the last that names a
+    /// batch reading back whole and verified.
+    async fn verified_suffix_start(&self) -> io::Result<usize> {
+        for kept in (1..=self.entries.len()).rev() {
+            let entry = &self.entries[kept - 1];
+            if !within_frame(entry) {
+                continue;
+            }
+            let (result, buf) = self.log.read_exact_at(vec![0u8; entry.length as usize], entry.position as u64).await;
+            result?;
+            if batch_matches(&buf, entry, self.start_offset, true) {
+                return Ok(kept);
+            }
+        }
+        Ok(0)
+    }
+
+    /// The cheap check of an index that has no checksum of its own: its last entry agrees
+    /// with the batch header it names, and a sealed segment ends where the next begins.
+    async fn index_agrees(&self, mode: LoadMode) -> io::Result<bool> {
+        if let Some(next_start) = mode.next_start
+            && self.end_offset() != next_start
+        {
+            return Ok(false);
+        }
+        match self.entries.last() {
+            Some(last) => self.header_agrees(last).await,
+            None => Ok(true),
+        }
+    }
+
+    async fn header_agrees(&self, entry: &IndexEntry) -> io::Result<bool> {
+        let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], entry.position as u64).await;
         result?;
-        Ok(batch_matches(&buf, entry, self.start_offset, true))
+        let header = BatchHeader::read(&head);
+        Ok(header.base_offset == self.start_offset + entry.relative_offset as u64
+            && header.message_count == entry.message_count
+            && header.batch_length == entry.length as u64
+            && header.base_timestamp == entry.timestamp)
+    }
+
+    /// How many leading entries to keep once the index looks wrong. An entry that disagrees
+    /// with the header it names is dropped (with all after it, to be re-indexed from the
+    /// log) when the batch there verifies by its own length: then the index is what rotted.
+    /// When the batch does not verify, the log rotted: the entry is kept and reads report
+    /// the damage.
+    async fn agreeing_prefix(&self, log_len: u64) -> io::Result<usize> {
+        for (kept, entry) in self.entries.iter().enumerate() {
+            if self.header_agrees(entry).await? {
+                continue;
+            }
+            let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], entry.position as u64).await;
+            result?;
+            let length = BatchHeader::read(&head).batch_length;
+            let fits = (BATCH_HEADER_SIZE as u64..=MAX_FRAME_SIZE as u64).contains(&length)
+                && entry.position as u64 + length <= log_len;
+            if fits && self.verifies_at(entry.position as u64, length).await? {
+                return Ok(kept);
+            }
+        }
+        Ok(self.entries.len())
     }
 
     /// Indexes the batches after `size_bytes`. A batch that verifies is indexed; past the
@@ -101,7 +161,7 @@ impl<F: StorageFile> Segment<F> {
                 _ if mode.torn_tail_possible => return Ok(()),
                 _ => {
                     let expected = self.end_offset();
-                    let next = self.next_readable(log_len, expected).await?;
+                    let next = self.next_readable(log_len, expected, mode.next_start).await?;
                     let (until, next_base) = match next {
                         Some((position, base)) => (position, base),
                         None => match mode.next_start {
@@ -109,8 +169,10 @@ impl<F: StorageFile> Segment<F> {
                             _ => return Ok(()),
                         },
                     };
+                    if !self.index_unreadable(until, next_base) {
+                        return Ok(());
+                    }
                     recovery.unreadable_ranges += 1;
-                    self.index_unreadable(until, next_base);
                 }
             }
         }
@@ -144,24 +206,36 @@ impl<F: StorageFile> Segment<F> {
         self.size_bytes += header.batch_length;
     }
 
-    /// Indexes the bytes up to `until` as one damaged range holding offsets up to `next_base`.
-    fn index_unreadable(&mut self, until: u64, next_base: u64) {
+    /// Indexes the bytes up to `until` as one damaged range holding offsets up to
+    /// `next_base`; false (nothing indexed) when the range does not fit an index entry.
+    fn index_unreadable(&mut self, until: u64, next_base: u64) -> bool {
         let expected = self.end_offset();
+        let fields = (
+            u32::try_from(expected - self.start_offset),
+            u32::try_from(self.size_bytes),
+            u32::try_from(next_base.saturating_sub(expected)),
+            u32::try_from(until.saturating_sub(self.size_bytes)),
+        );
+        let (Ok(relative_offset), Ok(position), Ok(message_count), Ok(length)) = fields else { return false };
+        if message_count == 0 || length == 0 {
+            return false;
+        }
         let timestamp = self.entries.last().map_or(0, |e| e.timestamp);
-        self.entries.push(IndexEntry {
-            relative_offset: (expected - self.start_offset) as u32,
-            position: self.size_bytes as u32,
-            timestamp,
-            message_count: (next_base - expected) as u32,
-            length: (until - self.size_bytes) as u32,
-        });
+        self.entries.push(IndexEntry { relative_offset, position, timestamp, message_count, length });
         self.size_bytes = until;
+        true
     }
 
     /// Looks past unreadable bytes for the next batch that verifies and whose base offset
-    /// follows `expected`: a header's 204 reserved bytes are zero, which makes candidates
-    /// rare, and only those are read whole and checked.
-    async fn next_readable(&self, log_len: u64, expected: u64) -> io::Result<Option<(u64, u64)>> {
+    /// follows `expected` (and comes before the next segment's start): a header's 204
+    /// reserved bytes are zero, which makes candidates rare, and only those are read whole
+    /// and checked.
+    async fn next_readable(
+        &self,
+        log_len: u64,
+        expected: u64,
+        next_start: Option<u64>,
+    ) -> io::Result<Option<(u64, u64)>> {
         let mut window_start = self.size_bytes + 1;
         while window_start + BATCH_HEADER_SIZE as u64 <= log_len {
             let len = ((log_len - window_start) as usize).min(RESYNC_WINDOW);
@@ -175,8 +249,10 @@ impl<F: StorageFile> Segment<F> {
                 let header = BatchHeader::read(head);
                 let position = window_start + at as u64;
                 let plausible = header.base_offset > expected
-                    && header.batch_length >= BATCH_HEADER_SIZE as u64
-                    && position + header.batch_length <= log_len;
+                    && next_start.is_none_or(|next| header.base_offset < next)
+                    && header.base_offset - self.start_offset <= u32::MAX as u64
+                    && (BATCH_HEADER_SIZE as u64..=MAX_FRAME_SIZE as u64).contains(&header.batch_length)
+                    && position.checked_add(header.batch_length).is_some_and(|end| end <= log_len);
                 if plausible && self.verifies_at(position, header.batch_length).await? {
                     return Ok(Some((position, header.base_offset)));
                 }

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use rill_domain::batch::{self, BatchHeader, StoredBatch};
-use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_IOVECS_PER_WRITE};
+use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_FRAME_SIZE, MAX_IOVECS_PER_WRITE};
 use rill_domain::segment::{self, IndexEntry};
 
 use crate::ports::{Storage, StorageFile};
@@ -34,6 +34,12 @@ pub struct DamagedBatch {
 pub struct SegmentRead {
     pub messages: u32,
     pub damaged: Option<DamagedBatch>,
+}
+
+/// Whether an entry can name a batch at all: longer than any frame, it is a damaged range
+/// recovery indexed over unreadable bytes, reported without being read.
+pub fn within_frame(entry: &IndexEntry) -> bool {
+    entry.length as usize <= MAX_FRAME_SIZE
 }
 
 /// Whether a batch read back at `entry` is the one the index names, with its checksums
@@ -164,11 +170,18 @@ impl<F: StorageFile> Segment<F> {
         let Some(first) = segment::find_by_offset(&self.entries, from.saturating_sub(self.start_offset)) else {
             return Ok(SegmentRead::default());
         };
+        if !within_frame(&self.entries[first]) {
+            return Ok(SegmentRead { messages: 0, damaged: Some(self.damaged(&self.entries[first])) });
+        }
         let mut last = first;
         let first_base = self.start_offset + self.entries[first].relative_offset as u64;
         let mut available = first_base + self.entries[first].message_count as u64 - from.max(first_base);
         let mut bytes = self.entries[first].length as usize;
-        while last + 1 < self.entries.len() && available < max_messages as u64 && bytes < max_bytes {
+        while last + 1 < self.entries.len()
+            && available < max_messages as u64
+            && bytes < max_bytes
+            && within_frame(&self.entries[last + 1])
+        {
             last += 1;
             available += self.entries[last].message_count as u64;
             bytes += self.entries[last].length as usize;
@@ -202,11 +215,18 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Reads the whole batches of entries `from..` up to about `max_bytes` (at least one)
-    /// for the scrubber, which checks them away from the partition's lock.
+    /// for the scrubber, which checks them away from the partition's lock. An entry longer
+    /// than a frame comes alone, with no bytes read.
     pub async fn read_entries(&self, from: usize, max_bytes: usize) -> io::Result<(Vec<IndexEntry>, Vec<u8>)> {
+        if self.entries.get(from).is_some_and(|e| !within_frame(e)) {
+            return Ok((vec![self.entries[from]], Vec::new()));
+        }
         let mut to = from;
         let mut bytes = 0usize;
-        while to < self.entries.len() && (to == from || bytes + self.entries[to].length as usize <= max_bytes) {
+        while to < self.entries.len()
+            && within_frame(&self.entries[to])
+            && (to == from || bytes + self.entries[to].length as usize <= max_bytes)
+        {
             bytes += self.entries[to].length as usize;
             to += 1;
         }

@@ -89,26 +89,39 @@ impl<S: Storage> Replication<S> {
     /// feeding each completion back to the replica, until none are left. Returns the other
     /// effects (sends, commits, replies) in the order the replica emitted them.
     pub async fn settle(&self, storage: &S, effects: Vec<Effect>) -> io::Result<Vec<Effect>> {
+        match self.settle_until_failure(storage, effects).await {
+            (external, None) => Ok(external),
+            (_, Some(error)) => Err(error),
+        }
+    }
+
+    /// Like `settle`, but a failed write stops it with what it gathered so far: commits that
+    /// became durable before the failure are still handed out, with the error.
+    pub async fn settle_until_failure(&self, storage: &S, effects: Vec<Effect>) -> (Vec<Effect>, Option<io::Error>) {
         let mut queue: VecDeque<Effect> = effects.into();
         let mut external = Vec::new();
         let mut journal = self.journal.lock().await;
         while let Some(effect) = queue.pop_front() {
             let mut more = Vec::new();
-            match effect {
-                Effect::Persist { entry } => {
-                    journal.append(&entry).await?;
+            let written = match effect {
+                Effect::Persist { entry } => journal.append(&entry).await.map(|()| {
                     self.replica.borrow_mut().on_prepare_persisted(entry.op, entry.checksum, &mut more);
-                }
-                Effect::PersistView { superblock } => {
-                    journal.write_superblock(storage, &superblock).await?;
+                }),
+                Effect::PersistView { superblock } => journal.write_superblock(storage, &superblock).await.map(|()| {
                     self.replica.borrow_mut().on_view_persisted(superblock.view, &mut more);
+                }),
+                Effect::Checkpoint { checkpoint } => journal.write_checkpoint(storage, &checkpoint).await,
+                other => {
+                    external.push(other);
+                    Ok(())
                 }
-                Effect::Checkpoint { checkpoint } => journal.write_checkpoint(storage, &checkpoint).await?,
-                other => external.push(other),
+            };
+            if let Err(error) = written {
+                return (external, Some(error));
             }
             queue.extend(more);
         }
-        Ok(external)
+        (external, None)
     }
 
     pub fn membership(&self) -> Membership {

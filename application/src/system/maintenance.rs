@@ -65,6 +65,8 @@ pub struct ScrubCursor {
     past: bool,
     segment_start: u64,
     entry: usize,
+    /// The partition's generation the place refers to (a purge starts a new one).
+    generation: u64,
 }
 
 impl<E: Env> System<E> {
@@ -154,6 +156,9 @@ impl<E: Env> System<E> {
             }
             let chunk = {
                 let log = partition.log.lock().await;
+                if log.generation() != cursor.generation {
+                    (cursor.segment_start, cursor.entry, cursor.generation) = (0, 0, log.generation());
+                }
                 if partition.closed.get() {
                     Ok(None)
                 } else {

@@ -377,17 +377,21 @@ impl<E: Env> System<E> {
     }
 
     /// Flushes and closes every partition of every shard (shard 0 asks the others over
-    /// the bus); used at shutdown.
+    /// the bus); used at shutdown. A shard that fails does not stop the others; the first
+    /// failure is returned once every shard was asked.
     pub async fn flush_all(&self) -> std::io::Result<()> {
+        let mut failure = None;
         for shard in 0..self.shared.shard_count {
             let result = if shard == self.shard_id {
                 self.flush_owned().await.map(|()| Vec::new()).map_err(|_| ErrorCode::IoError)
             } else {
                 self.bus.call(shard, ShardRequest::FlushAll).await
             };
-            result.map_err(|code| std::io::Error::other(format!("shard {shard} could not flush: {code}")))?;
+            if let Err(code) = result {
+                failure.get_or_insert(std::io::Error::other(format!("shard {shard} could not flush: {code}")));
+            }
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
 
     pub fn commit(&self) -> u64 {

@@ -91,7 +91,10 @@ impl<E: Env> System<E> {
         if let Some(partition) = removed {
             partition.closed.set(true);
             // Wait for operations in flight on it to finish before its files go.
-            drop(partition.log.lock().await);
+            let mut log = partition.log.lock().await;
+            for buffer in log.take_all_buffers() {
+                self.shared.pool.release(buffer);
+            }
         }
         Vec::new()
     }

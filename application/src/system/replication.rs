@@ -124,17 +124,7 @@ impl<E: Env> System<E> {
 
     async fn carry_out(&self, effects: Vec<Effect>) {
         let writer = self.writer();
-        let external = match writer.replication.settle(&self.storage, effects).await {
-            Ok(external) => external,
-            Err(error) => {
-                // The replica waits for a write that will not complete: it is not driven
-                // again, so nothing it journaled is contradicted. Data traffic goes on.
-                tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until a restart");
-                writer.halted.set(true);
-                writer.fail_waiters(ErrorCode::IoError, |_| false);
-                return;
-            }
-        };
+        let (external, failure) = writer.replication.settle_until_failure(&self.storage, effects).await;
         for effect in external {
             match effect {
                 Effect::Send { to, message } => {
@@ -150,6 +140,15 @@ impl<E: Env> System<E> {
                 }
                 _ => {}
             }
+        }
+        if let Some(error) = failure {
+            // The replica waits for a write that will not complete: it is not driven again,
+            // so nothing it journaled is contradicted. What committed before the failure was
+            // published above; data traffic goes on.
+            tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until a restart");
+            writer.halted.set(true);
+            writer.fail_waiters(ErrorCode::IoError, |_| false);
+            return;
         }
         if let Some(role) = self.replica_role() {
             self.shared.set_role(role);
