@@ -13,7 +13,7 @@ use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, 
 use rill_domain::wire::response;
 
 use crate::ports::{Env, ShardReply};
-use crate::system::System;
+use crate::shard::Shard;
 
 /// A session bound to a connection by a successful login.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ fn fields_valid(header: &RequestHeader) -> bool {
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Serves one request frame and records how long it took, by command.
     pub async fn handle(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
         let started_us = self.monotonic_us();
@@ -241,7 +241,7 @@ impl<E: Env> System<E> {
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Runs a request that arrived through a connectionless gateway (HTTP) for a user the
     /// gateway authenticated. It takes the same decoder, authorization and use cases as a
     /// binary request; commands that need a connection (its session, its group

@@ -13,9 +13,9 @@ pub mod memory_pool;
 pub mod partition;
 pub mod ports;
 pub mod replication;
+pub mod shard;
 pub mod shared;
-pub mod system;
 
 pub use dispatch::{BoundSession, Connection, Outcome};
+pub use shard::{HostInfo, MetadataWriter, ServerConfig, Shard, ShardParts, Transport};
 pub use shared::Shared;
-pub use system::{HostInfo, MetadataWriter, ShardParts, System, SystemConfig, Transport};

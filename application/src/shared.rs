@@ -12,7 +12,7 @@ use rill_domain::wire::response::Usage;
 use crate::groups::Groups;
 use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
-use crate::system::{ClientRegistry, SystemConfig};
+use crate::shard::{ClientRegistry, ServerConfig};
 
 /// Live counters of one partition, written by its owner and read by any shard.
 #[derive(Debug)]
@@ -125,7 +125,7 @@ pub struct DataCounters {
 }
 
 pub struct Shared {
-    pub config: SystemConfig,
+    pub config: ServerConfig,
     pub shard_count: u16,
     pub clients: ClientRegistry,
     pub login_guard: LoginGuard,
@@ -149,7 +149,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: SystemConfig, shard_count: u16, commit: u64, start_time_us: u64, pool: MemoryPool) -> Self {
+    pub fn new(config: ServerConfig, shard_count: u16, commit: u64, start_time_us: u64, pool: MemoryPool) -> Self {
         assert!(shard_count > 0, "at least one shard");
         let security = config.security;
         Self {
@@ -185,18 +185,14 @@ impl Shared {
     }
 
     /// Records the replica's view, its primary and whether it is in normal status.
-    pub fn set_role(&self, role: crate::system::ReplicaRole) {
+    pub fn set_role(&self, role: crate::shard::ReplicaRole) {
         let packed = u64::from(role.view) << 32 | u64::from(role.primary) << 8 | u64::from(role.normal);
         self.role.store(packed, Ordering::Release);
     }
 
-    pub fn role(&self) -> crate::system::ReplicaRole {
+    pub fn role(&self) -> crate::shard::ReplicaRole {
         let packed = self.role.load(Ordering::Acquire);
-        crate::system::ReplicaRole {
-            view: (packed >> 32) as u32,
-            primary: (packed >> 8) as u8,
-            normal: packed & 1 == 1,
-        }
+        crate::shard::ReplicaRole { view: (packed >> 32) as u32, primary: (packed >> 8) as u8, normal: packed & 1 == 1 }
     }
 
     /// The owner of a partition: looked up in the partition table, lock-free; a partition

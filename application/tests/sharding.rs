@@ -13,8 +13,8 @@ use rill_adapter_sim::{
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::{Env, ShardRequest};
-use rill_application::system::recover;
-use rill_application::{Connection, MetadataWriter, Outcome, ShardParts, Shared, System, SystemConfig};
+use rill_application::shard::recover;
+use rill_application::{Connection, MetadataWriter, Outcome, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::Namespace;
 use rill_domain::batch;
 use rill_domain::wire::codes::{code, operation};
@@ -38,8 +38,8 @@ const SHARDS: u16 = 3;
 /// The calls one shard's bus handle made.
 type CallLog = Rc<std::cell::RefCell<Vec<(u16, ShardRequest)>>>;
 
-fn config() -> SystemConfig {
-    SystemConfig {
+fn config() -> ServerConfig {
+    ServerConfig {
         data_path: PathBuf::from("/data"),
         root: RootSeed { username: "iggy".into(), password: "iggy".into(), generated: false },
         advertised_ip: "127.0.0.1".into(),
@@ -53,7 +53,7 @@ fn config() -> SystemConfig {
 }
 
 /// Builds the shards on `storage`, each with its own bus handle, sharing one metadata view.
-fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
+fn start(storage: &SimStorage) -> (Vec<Rc<Shard<SimEnv>>>, Vec<CallLog>) {
     let config = config();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000, 7)).expect("recover");
@@ -77,7 +77,7 @@ fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
             host_metrics: SimHostMetrics,
             writer: if shard_id == 0 { writer.take() } else { None },
         };
-        let system = Rc::new(System::new(parts));
+        let system = Rc::new(Shard::new(parts));
         shards.register(&system);
         systems.push(system);
     }
@@ -89,13 +89,13 @@ fn start(storage: &SimStorage) -> (Vec<Rc<System<SimEnv>>>, Vec<CallLog>) {
 
 /// A logged-in connection on `system` and a way to send requests on it.
 struct Client {
-    system: Rc<System<SimEnv>>,
+    system: Rc<Shard<SimEnv>>,
     connection: Connection,
     request: u64,
 }
 
 impl Client {
-    fn login(system: &Rc<System<SimEnv>>) -> Self {
+    fn login(system: &Rc<Shard<SimEnv>>) -> Self {
         let client_id =
             system.shared.clients.connect("sim".into(), rill_application::Transport::Tcp, system.shard_id());
         let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };

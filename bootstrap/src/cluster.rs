@@ -10,7 +10,7 @@ use rill_application::ports::ReplicaNetwork;
 use rill_application::replication::TICK_MS;
 
 use crate::config::ClusterConfig;
-use crate::server::Shard;
+use crate::server::ProductionShard;
 
 /// Binds this node's replica-plane address and dials its peers (nothing on one node).
 pub async fn bind(cluster: &ClusterConfig) -> anyhow::Result<(Option<TcpListener>, Option<Box<dyn ReplicaNetwork>>)> {
@@ -26,7 +26,7 @@ pub async fn bind(cluster: &ClusterConfig) -> anyhow::Result<(Option<TcpListener
 
 /// Serves peers' messages, ticks the replica every `TICK_MS`, and makes sure the root
 /// account exists once this node leads.
-pub fn serve(system: &Rc<Shard>, listener: Option<TcpListener>) {
+pub fn serve(system: &Rc<ProductionShard>, listener: Option<TcpListener>) {
     let Some(listener) = listener else { return };
     let receiver = system.clone();
     let handler: rill_adapter_replica_tcp::Handler = Rc::new(move |message| {

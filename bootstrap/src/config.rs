@@ -88,8 +88,8 @@ pub struct Config {
     pub pin_threads: bool,
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
-    pub security: rill_application::system::SecurityConfig,
-    pub data: rill_application::system::DataConfig,
+    pub security: rill_application::shard::SecurityConfig,
+    pub data: rill_application::shard::DataConfig,
     pub http_settings: rill_adapter_transport_http::HttpSettings,
     pub cluster: ClusterConfig,
     pub log_level: String,
@@ -266,7 +266,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     if !(1..=1_000_000).contains(&max_failures) {
         bail!("invalid value for `login.max_failures`: `{max_failures}` (expected 1 to 1000000)");
     }
-    let security = rill_application::system::SecurityConfig {
+    let security = rill_application::shard::SecurityConfig {
         login_max_failures: max_failures as u32,
         login_failure_window_us: duration("login.failure_window")?,
         login_failure_delay_us: duration("login.failure_delay")?,

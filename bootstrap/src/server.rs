@@ -20,8 +20,8 @@ use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::pinning::shard_cores;
 use rill_application::ports::{Clock, Env, Pinning};
-use rill_application::system::recover;
-use rill_application::{MetadataWriter, ShardParts, Shared, System, SystemConfig};
+use rill_application::shard::recover;
+use rill_application::{MetadataWriter, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::cpu_allocation::CpuAllocation;
 
 use crate::config::Config;
@@ -40,7 +40,7 @@ impl Env for ProductionEnv {
     type HostMetrics = HostStats;
 }
 
-pub(crate) type Shard = System<ProductionEnv>;
+pub(crate) type ProductionShard = Shard<ProductionEnv>;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
@@ -135,7 +135,7 @@ async fn report_pool(shared: Arc<Shared>) {
 }
 
 /// Removes expired personal access tokens at the configured interval (shard 0 only).
-async fn clean_tokens(system: Rc<Shard>) {
+async fn clean_tokens(system: Rc<ProductionShard>) {
     let interval = std::time::Duration::from_micros(system.shared.config.security.token_cleaner_interval_us.max(1000));
     loop {
         compio::time::sleep(interval).await;
@@ -145,7 +145,7 @@ async fn clean_tokens(system: Rc<Shard>) {
 
 /// The data volume's free space, read every check interval (shard 0 only; the floor it
 /// sets is shared by every shard).
-async fn watch_free_space(system: Rc<Shard>) {
+async fn watch_free_space(system: Rc<ProductionShard>) {
     let interval = std::time::Duration::from_micros(system.shared.config.data.space_check_interval_us.max(1000));
     loop {
         system.check_free_space().await;
@@ -155,7 +155,7 @@ async fn watch_free_space(system: Rc<Shard>) {
 
 /// Each shard's background work on the partitions it owns: the retention cleaner, the
 /// scrubber, and retries of partitions whose last write failed.
-fn spawn_maintenance(system: &Rc<Shard>) {
+fn spawn_maintenance(system: &Rc<ProductionShard>) {
     let data = system.shared.config.data;
     if let Some(interval_us) = data.cleaner_interval_us {
         let system = system.clone();
@@ -182,9 +182,9 @@ fn spawn_maintenance(system: &Rc<Shard>) {
 
 /// Verifies sealed segments at `rate` bytes a second: after each chunk it sleeps as long
 /// as the chunk takes at that rate; after a full pass, at least a second.
-async fn scrub(system: Rc<Shard>, rate: u64) {
+async fn scrub(system: Rc<ProductionShard>, rate: u64) {
     let chunk = (rate as usize).clamp(64 << 10, 4 << 20);
-    let mut cursor = rill_application::system::ScrubCursor::default();
+    let mut cursor = rill_application::shard::ScrubCursor::default();
     loop {
         let bytes = system.scrub_step(&mut cursor, chunk).await;
         let pause_us = if bytes == 0 { 1_000_000 } else { bytes as u64 * 1_000_000 / rate.max(1) };
@@ -212,7 +212,7 @@ fn pin(core: Option<usize>) -> anyhow::Result<()> {
 }
 
 /// Serves a shard's inbox until shutdown: calls from other shards and handed-off connections.
-async fn serve_inbox(system: Rc<Shard>, inbox: Inbox) {
+async fn serve_inbox(system: Rc<ProductionShard>, inbox: Inbox) {
     while let Some(envelope) = inbox.recv().await {
         match envelope {
             Envelope::Call { request, reply } => {
@@ -251,7 +251,7 @@ fn peer_shard(
             offload: CompioOffload,
             writer: None,
         };
-        let system = Rc::new(System::new(parts));
+        let system = Rc::new(Shard::new(parts));
         system.open_owned_partitions().await?;
         let _ = ready.send(Ok(()));
         spawn_maintenance(&system);
@@ -290,7 +290,7 @@ impl Shard0 {
         if listeners.http.is_none() {
             listeners.ports.http = port_of(&self.config.http.address);
         }
-        let system_config = SystemConfig {
+        let system_config = ServerConfig {
             data_path: PathBuf::from(&self.config.system_path),
             root: self.root.clone(),
             advertised_ip: listeners.ip.clone(),
@@ -343,7 +343,7 @@ impl Shard0 {
             offload: CompioOffload,
             writer: Some(writer),
         };
-        let system = Rc::new(System::new(parts));
+        let system = Rc::new(Shard::new(parts));
         compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
         crate::cluster::serve(&system, replica_plane);
         system.start_replication(pending).await;

@@ -13,7 +13,7 @@ use rill_adapter_tls::Identity;
 use rill_domain::wire::response::NodePorts;
 
 use crate::config::{Config, Tls};
-use crate::server::Shard;
+use crate::server::ProductionShard;
 
 /// Bound listeners, before serving.
 pub struct Listeners {
@@ -123,7 +123,7 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
 }
 
 /// Starts every accept loop; they run until the process ends.
-pub fn serve_all(system: &Rc<Shard>, listeners: Listeners, bus: &CrossfireBus) {
+pub fn serve_all(system: &Rc<ProductionShard>, listeners: Listeners, bus: &CrossfireBus) {
     if let Some((listener, tls)) = listeners.tcp {
         compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, bus.clone(), tls)).detach();
     }

@@ -7,12 +7,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 
-use rill_application::System;
+use rill_application::Shard;
 use rill_application::ports::{Env, ShardBus, ShardReply, ShardRequest};
 
 /// The shards of one simulated server, registered once they are built.
 pub struct LocalShards<E: Env> {
-    shards: RefCell<Vec<Weak<System<E>>>>,
+    shards: RefCell<Vec<Weak<Shard<E>>>>,
 }
 
 impl<E: Env> Default for LocalShards<E> {
@@ -22,7 +22,7 @@ impl<E: Env> Default for LocalShards<E> {
 }
 
 impl<E: Env> LocalShards<E> {
-    pub fn register(&self, shard: &Rc<System<E>>) {
+    pub fn register(&self, shard: &Rc<Shard<E>>) {
         self.shards.borrow_mut().push(Rc::downgrade(shard));
     }
 }

@@ -14,7 +14,7 @@ use compio_quic::{
     Connection as QuicConnection, Endpoint, RecvStream, SendStream, ServerBuilder, TransportConfig, VarInt,
 };
 use rill_application::ports::Env;
-use rill_application::{Connection, Outcome, System, Transport};
+use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
 
 /// Binds the QUIC endpoint; a taken address fails with a message naming transport and address.
@@ -40,7 +40,7 @@ fn transport() -> TransportConfig {
 }
 
 /// Accepts QUIC connections forever.
-pub async fn serve<E: Env>(system: Rc<System<E>>, endpoint: Endpoint) {
+pub async fn serve<E: Env>(system: Rc<Shard<E>>, endpoint: Endpoint) {
     while let Some(incoming) = endpoint.wait_incoming().await {
         let peer = incoming.remote_address();
         let Ok(connecting) = incoming.accept() else { continue };
@@ -55,7 +55,7 @@ pub async fn serve<E: Env>(system: Rc<System<E>>, endpoint: Endpoint) {
     }
 }
 
-async fn serve_connection<E: Env>(system: Rc<System<E>>, quic: QuicConnection, peer: SocketAddr) {
+async fn serve_connection<E: Env>(system: Rc<Shard<E>>, quic: QuicConnection, peer: SocketAddr) {
     let client_id = system.shared.clients.connect(peer.to_string(), Transport::Quic, system.shard_id());
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "quic", "client connected");
     let connection = Rc::new(Connection::new(client_id));
@@ -67,7 +67,7 @@ async fn serve_connection<E: Env>(system: Rc<System<E>>, quic: QuicConnection, p
 }
 
 /// Reads the stream's one frame (bounded by the frame limit), answers it, finishes.
-async fn serve_stream<E: Env>(system: &System<E>, connection: &Connection, mut send: SendStream, mut recv: RecvStream) {
+async fn serve_stream<E: Env>(system: &Shard<E>, connection: &Connection, mut send: SendStream, mut recv: RecvStream) {
     let mut frame = Vec::new();
     loop {
         match recv.read_chunk(MAX_FRAME_SIZE, true).await {

@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
-use rill_application::{Connection, Outcome, System, Transport};
+use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, frame_size};
 
@@ -48,7 +48,7 @@ pub async fn bind(address: &str, transport: &str) -> io::Result<TcpListener> {
 /// duplicated descriptor, before a byte is read; shard 0 drops its own handle at once.
 /// With TLS, connections stay on shard 0, where their TLS session lives.
 pub async fn serve<E: Env, H: ConnectionHandoff>(
-    system: Rc<System<E>>,
+    system: Rc<Shard<E>>,
     listener: TcpListener,
     handoff: H,
     tls: Option<TlsAcceptor>,
@@ -100,14 +100,14 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
 }
 
 /// Serves a connection handed over by shard 0.
-pub fn adopt<E: Env>(system: Rc<System<E>>, fd: OwnedFd, peer: SocketAddr) {
+pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr) {
     match TcpStream::from_std(std::net::TcpStream::from(fd)) {
         Ok(stream) => spawn_connection(system, stream, peer),
         Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off connection"),
     }
 }
 
-fn spawn_connection<E: Env>(system: Rc<System<E>>, stream: TcpStream, peer: SocketAddr) {
+fn spawn_connection<E: Env>(system: Rc<Shard<E>>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
     compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
 }
@@ -115,7 +115,7 @@ fn spawn_connection<E: Env>(system: Rc<System<E>>, stream: TcpStream, peer: Sock
 /// Serves one connection (plain or TLS) until the peer closes it, a frame is malformed,
 /// or the dispatcher evicts the session.
 pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
-    system: Rc<System<E>>,
+    system: Rc<Shard<E>>,
     mut stream: S,
     peer: SocketAddr,
 ) {
@@ -129,7 +129,7 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
 }
 
 async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
-    system: &System<E>,
+    system: &Shard<E>,
     connection: &Connection,
     stream: &mut S,
 ) -> io::Result<()> {

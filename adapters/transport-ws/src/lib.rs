@@ -12,7 +12,7 @@ use compio::ws::tungstenite::Message;
 use compio::ws::tungstenite::protocol::WebSocketConfig;
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
-use rill_application::{Connection, Outcome, System, Transport};
+use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
 
 /// Messages and frames above the protocol's frame limit are refused by the WebSocket
@@ -24,7 +24,7 @@ fn config() -> WebSocketConfig {
 /// Accepts WebSocket connections on shard 0: plaintext ones go to the next peer shard by
 /// descriptor; with TLS they are served here.
 pub async fn serve<E: Env, H: ConnectionHandoff>(
-    system: Rc<System<E>>,
+    system: Rc<Shard<E>>,
     listener: TcpListener,
     handoff: H,
     tls: Option<TlsAcceptor>,
@@ -63,14 +63,14 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
 }
 
 /// Serves a WebSocket connection handed over by shard 0 (still before its upgrade).
-pub fn adopt<E: Env>(system: Rc<System<E>>, fd: OwnedFd, peer: SocketAddr) {
+pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr) {
     match TcpStream::from_std(std::net::TcpStream::from(fd)) {
         Ok(stream) => compio::runtime::spawn(upgrade_and_serve(system, stream, peer)).detach(),
         Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off websocket connection"),
     }
 }
 
-async fn upgrade_and_serve<E: Env, T>(system: Rc<System<E>>, stream: T, peer: SocketAddr)
+async fn upgrade_and_serve<E: Env, T>(system: Rc<Shard<E>>, stream: T, peer: SocketAddr)
 where
     T: compio::ws::IntoMaybeTlsStream<TcpStream>,
 {

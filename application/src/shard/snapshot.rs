@@ -9,10 +9,10 @@ use rill_domain::snapshot::{SnapshotCompression, SnapshotType};
 use zip::write::{SimpleFileOptions, ZipWriter};
 use zip::{CompressionMethod, DateTime};
 
-use super::System;
+use super::Shard;
 use crate::ports::{Diagnostics, Env, Offload, ShardReply};
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Collects `types` and answers the archive's bytes. Stored and Deflated archives are
     /// built; the other methods the protocol names answer FeatureUnavailable.
     pub async fn get_snapshot(&self, compression: SnapshotCompression, types: Vec<SnapshotType>) -> ShardReply {

@@ -7,7 +7,7 @@ use rill_domain::metadata::{Metadata, Topic};
 use rill_domain::wire::command::TopicRef;
 use rill_domain::wire::response::{self, PartitionInfo, Stats, Usage};
 
-use super::System;
+use super::Shard;
 use crate::ports::HostMetrics;
 use crate::ports::{Env, MetadataRead, ShardReply};
 use crate::shared::Shared;
@@ -78,7 +78,7 @@ pub(super) fn encode_group_details(
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// GET_STREAM: details, or an empty body when the stream does not exist.
     pub fn get_stream(&self, stream: &Identifier) -> Vec<u8> {
         self.metadata.read(|metadata| {

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use rill_domain::Namespace;
 use rill_domain::retention::{RetentionDefaults, RetentionPolicy, segments_to_delete};
 
-use super::{Partition, System};
+use super::{Partition, Shard};
 use crate::partition::{DamagedBatch, PartitionDefaults, ScrubChunk, remove_detached};
 use crate::ports::{Env, HostMetrics, MetadataRead, Storage};
 
@@ -69,7 +69,7 @@ pub struct ScrubCursor {
     generation: u64,
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     fn owned_partitions(&self) -> Vec<(Namespace, Rc<Partition<E::Storage>>)> {
         self.partitions.borrow().iter().map(|(ns, p)| (*ns, p.clone())).collect()
     }

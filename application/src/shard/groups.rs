@@ -7,11 +7,11 @@ use rill_domain::identifier::Identifier;
 use rill_domain::wire::command::TopicRef;
 use rill_domain::wire::reader::Put;
 
-use super::{System, queries};
+use super::{Shard, queries};
 use crate::groups::GroupKey;
 use crate::ports::{Env, MetadataRead, ShardReply};
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// The group's key and its topic's partition count.
     pub(super) fn resolve_group(&self, topic: &TopicRef, group: &Identifier) -> Result<(GroupKey, u32), ErrorCode> {
         self.metadata.read(|m| {

@@ -12,7 +12,7 @@ use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
 use rill_domain::vsr::{Effect, Message, Replica, Status};
 
-use super::System;
+use super::Shard;
 use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
 use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
 
@@ -97,7 +97,7 @@ pub struct ReplicaRole {
     pub normal: bool,
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     fn writer(&self) -> &MetadataWriter<E> {
         self.writer.as_ref().expect("only shard 0 drives the replica")
     }

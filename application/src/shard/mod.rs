@@ -39,7 +39,7 @@ use crate::shared::{PartitionSnapshot, PartitionStats, Shared};
 
 /// What the server needs to know that is not in its data directory.
 #[derive(Debug, Clone)]
-pub struct SystemConfig {
+pub struct ServerConfig {
     pub data_path: PathBuf,
     pub root: RootSeed,
     /// Address and ports cluster metadata advertises.
@@ -135,10 +135,10 @@ const BOOTSTRAP_CLIENT: u128 = 1;
 /// Opens the metadata replica from `metadata/` (journal, superblock, checkpoint). On a
 /// single node whose metadata has no user, commits the root account (id 0) from the seed
 /// as an `InsertUser` op carrying an Argon2id hash; a cluster's primary does it once the
-/// cluster runs (`System::ensure_root_user`).
+/// cluster runs (`Shard::ensure_root_user`).
 pub async fn recover<S: Storage>(
     storage: &S,
-    config: &SystemConfig,
+    config: &ServerConfig,
     now_us: u64,
     seed: u64,
 ) -> Result<Recovered<S>, StartError> {
@@ -184,7 +184,7 @@ async fn take_clean_shutdown_marker<S: Storage>(storage: &S, data_path: &Path) -
 }
 
 /// The journal form of creating the root account from the seed.
-pub(crate) fn root_user_op(config: &SystemConfig) -> (u8, Vec<u8>) {
+pub(crate) fn root_user_op(config: &ServerConfig) -> (u8, Vec<u8>) {
     let op = MetadataOp::InsertUser {
         username: config.root.username.clone(),
         password_hash: crate::credentials::hash_password(&config.root.password),
@@ -229,7 +229,7 @@ pub struct ShardParts<E: Env> {
     pub writer: Option<MetadataWriter<E>>,
 }
 
-pub struct System<E: Env> {
+pub struct Shard<E: Env> {
     shard_id: u16,
     storage: E::Storage,
     clock: E::Clock,
@@ -245,7 +245,7 @@ pub struct System<E: Env> {
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
         Self {
             shard_id: parts.bus.shard_id(),

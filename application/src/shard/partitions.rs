@@ -12,7 +12,7 @@ use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
 use rill_domain::wire::response;
 
 use super::maintenance::namespace_label;
-use super::{Partition, System};
+use super::{Partition, Shard};
 use crate::partition::{ConsumerKey, PartitionLog, PartitionSettings};
 use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 use crate::shared::PartitionStats;
@@ -24,7 +24,7 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Runs `op` on the partition's owner: here, or over the bus.
     pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> ShardReply {
         let owner = self.shared.owner(namespace);
@@ -200,7 +200,7 @@ impl<E: Env> System<E> {
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Appends a sent batch on its owner, refused early while the data volume is below its
     /// free-space floor. A failed write answers an error (the batch is not acknowledged)
     /// and leaves the partition read-only until a write succeeds.

@@ -9,7 +9,7 @@ use rill_domain::wire::command::{Credentials, MetadataOp};
 use rill_domain::wire::reader::Put;
 use rill_domain::wire::response;
 
-use super::System;
+use super::Shard;
 use crate::credentials::{generate_token, hash_password, hash_token, verify_password};
 use crate::login;
 use crate::ports::{Env, MetadataRead, Offload, ShardReply};
@@ -22,7 +22,7 @@ fn token_expiry_at(expiry_us: u64, now_us: u64) -> u64 {
     }
 }
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     async fn hash(&self, secret: &str) -> String {
         let secret = secret.to_owned();
         self.offload.run(move || hash_password(&secret)).await

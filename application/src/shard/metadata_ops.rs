@@ -11,10 +11,10 @@ use rill_domain::metadata::{Applied, Metadata};
 use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response;
 
-use super::{System, queries};
+use super::{Shard, queries};
 use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Runs one metadata operation from a client; returns the result-framed reply body.
     pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
         if self.writer.is_none() {

@@ -7,7 +7,7 @@ use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
 use rill_domain::wire::command::{Consumer, Partitioning, PollRequest, TopicRef};
 
-use super::System;
+use super::Shard;
 use crate::partition::ConsumerKey;
 use crate::ports::{Env, MetadataRead, PartitionOp, ShardReply};
 
@@ -22,7 +22,7 @@ fn consumer_id(identifier: &Identifier) -> u32 {
 /// The partition id a poll reply carries to tell a group member to re-sync.
 const RESYNC_PARTITION: u32 = u32::MAX;
 
-impl<E: Env> System<E> {
+impl<E: Env> Shard<E> {
     /// Whose offset: a consumer by id (names hashed), or a consumer group resolved by id
     /// or name in the topic.
     fn consumer_key(&self, consumer: &Consumer, topic: &TopicRef) -> Result<ConsumerKey, ErrorCode> {
