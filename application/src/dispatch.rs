@@ -1,5 +1,7 @@
 //! Request dispatch: header checks, decoding, the session rules of protocol 0.11, routing
-//! to a use case, and the reply frame. Transports call `handle` once per request frame.
+//! to a use case, and the reply frame. Transports call `handle` once per request frame,
+//! which they read into one pooled buffer and hand over by value: a send's batch moves on
+//! as a range of it, and a poll's reply comes back as the frame its batches were read into.
 
 use rill_domain::constants::HEADER_SIZE;
 use std::cell::Cell;
@@ -9,10 +11,13 @@ use rill_domain::version;
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::command::{Command, Credentials, DecodeError};
 use rill_domain::wire::encode::EncodedRequest;
-use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, encode_reply, write_reply};
+use rill_domain::wire::header::{
+    EvictionReason, RequestHeader, encode_eviction, encode_reply, write_reply, write_reply_header,
+};
 use rill_domain::wire::response;
 
-use crate::ports::{Env, ShardReply};
+use crate::memory_pool::{PoolBuf, PoolSlice};
+use crate::ports::{BusReply, Env, Reply, ShardReply};
 use crate::shard::Shard;
 
 /// A session bound to a connection by a successful login.
@@ -51,13 +56,31 @@ impl Connection {
     }
 }
 
-/// What a transport does with the result of one request.
+/// What a transport does with the result of one request. Dropping the frame once it is
+/// written gives its buffer back to the pool.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Send the frame and keep serving the connection.
-    Reply(Vec<u8>),
+    Reply(PoolSlice),
     /// Send the frame (an Eviction) and close the connection.
-    Evict(Vec<u8>),
+    Evict(PoolSlice),
+}
+
+impl Outcome {
+    fn reply(frame: Vec<u8>) -> Self {
+        Outcome::Reply(PoolSlice::plain(frame))
+    }
+
+    fn evict(frame: Vec<u8>) -> Self {
+        Outcome::Evict(PoolSlice::plain(frame))
+    }
+
+    /// The frame to write.
+    pub fn frame(&self) -> &[u8] {
+        match self {
+            Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
+        }
+    }
 }
 
 /// The header rules every request obeys: a non-zero client; Register carries no session
@@ -72,34 +95,37 @@ fn fields_valid(header: &RequestHeader) -> bool {
 }
 
 impl<E: Env> Shard<E> {
-    /// Serves one request frame and records how long it took, by command.
-    pub async fn handle(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
+    /// Serves one request frame (header and body, at least the 256 header bytes, as the
+    /// transport checked) and records how long it took, by command.
+    pub async fn handle(&self, connection: &Connection, frame: PoolBuf) -> Outcome {
         let started_us = self.monotonic_us();
-        let outcome = self.serve(connection, header, body).await;
+        let header_bytes: &[u8; HEADER_SIZE] = frame[..HEADER_SIZE].try_into().expect("a frame holds its header");
+        let header = RequestHeader::parse(header_bytes);
+        let outcome = self.serve(connection, &header, frame).await;
         let command = rill_domain::wire::codes::command_name(header.operation, header.code);
         self.shared.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));
         outcome
     }
 
-    async fn serve(&self, connection: &Connection, header: &RequestHeader, body: &[u8]) -> Outcome {
-        let reply = |status: ErrorCode| Outcome::Reply(encode_reply(header, self.commit(), status.code(), &[]));
+    async fn serve(&self, connection: &Connection, header: &RequestHeader, frame: PoolBuf) -> Outcome {
+        let reply = |status: ErrorCode| Outcome::reply(encode_reply(header, self.commit(), status.code(), &[]));
+        let evict = |reason| Outcome::evict(encode_eviction(header.client, reason, (0, 0)));
+        let body = &frame[HEADER_SIZE..];
         if !header.checksum_matches(body) {
             return reply(ErrorCode::InvalidFormat);
         }
         if !fields_valid(header) {
-            return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestBody, (0, 0)));
+            return evict(EvictionReason::InvalidRequestBody);
         }
         if header.operation == 0 || !operation::is_known(header.operation) {
-            return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestOperation, (0, 0)));
+            return evict(EvictionReason::InvalidRequestOperation);
         }
         let command = match Command::decode(header.operation, header.code, body) {
             Ok(command) => command,
-            Err(DecodeError::UnknownOperation(_)) => {
-                return Outcome::Evict(encode_eviction(header.client, EvictionReason::InvalidRequestOperation, (0, 0)));
-            }
+            Err(DecodeError::UnknownOperation(_)) => return evict(EvictionReason::InvalidRequestOperation),
             Err(DecodeError::UnknownCode(_)) => return reply(ErrorCode::InvalidCommand),
             Err(DecodeError::Body(_)) if header.operation == operation::REGISTER => {
-                return Outcome::Evict(encode_eviction(header.client, EvictionReason::MalformedLogin, (0, 0)));
+                return evict(EvictionReason::MalformedLogin);
             }
             // Before login a malformed read is still just unauthenticated, and a malformed
             // write still has no session: authentication is checked before the body.
@@ -109,12 +135,12 @@ impl<E: Env> Shard<E> {
                 return reply(ErrorCode::Unauthenticated);
             }
             Err(DecodeError::Body(_)) if connection.bound().is_none() && header.operation != operation::LOGOUT => {
-                return Outcome::Evict(encode_eviction(header.client, EvictionReason::NoSession, (0, 0)));
+                return evict(EvictionReason::NoSession);
             }
             Err(DecodeError::Body(code)) => return reply(code),
         };
         match command {
-            Command::Ping => Outcome::Reply(encode_reply(header, self.commit(), 0, &[])),
+            Command::Ping => Outcome::reply(encode_reply(header, self.commit(), 0, &[])),
             Command::Register { protocol_version, credentials } => {
                 self.register(connection, header, protocol_version, &credentials).await
             }
@@ -122,29 +148,38 @@ impl<E: Env> Shard<E> {
                 if connection.bound.take().is_some() {
                     self.shared.clients.set_user(connection.client_id, None);
                 }
-                Outcome::Reply(encode_reply(header, self.commit(), 0, &[]))
+                Outcome::reply(encode_reply(header, self.commit(), 0, &[]))
             }
             _ if connection.bound().is_none() => {
                 if header.operation == operation::NON_REPLICATED {
                     reply(ErrorCode::Unauthenticated)
                 } else {
-                    Outcome::Evict(encode_eviction(header.client, EvictionReason::NoSession, (0, 0)))
+                    evict(EvictionReason::NoSession)
                 }
             }
-            command => {
+            _ => {
                 let bound = connection.bound().expect("checked above");
                 let caller = Caller { client: bound.client, client_id: connection.client_id, user_id: bound.user_id };
-                let result = self.execute(caller, header.operation, body, command).await;
-                let frame = match result {
-                    Ok(reply_body) => {
-                        let mut frame = self.shared.pool.acquire(HEADER_SIZE + reply_body.len());
-                        write_reply(&mut frame, header, self.commit(), 0, &reply_body);
-                        frame
-                    }
-                    Err(code) => encode_reply(header, self.commit(), code.code(), &[]),
-                };
-                Outcome::Reply(frame)
+                let result = self.run(caller, header.operation, header.code, frame, HEADER_SIZE).await;
+                Outcome::Reply(self.reply_frame(header, result))
             }
+        }
+    }
+
+    /// The reply frame of a request's result: a body framed in a pooled buffer, or a frame
+    /// built in place, whose header is written where it was left room for.
+    fn reply_frame(&self, header: &RequestHeader, result: BusReply) -> PoolSlice {
+        match result {
+            Ok(Reply::Body(body)) => {
+                let mut frame = self.shared.pool.acquire(HEADER_SIZE + body.len());
+                write_reply(&mut frame, header, self.commit(), 0, &body);
+                frame.whole()
+            }
+            Ok(Reply::Frame(mut frame)) => {
+                write_reply_header(&mut frame, header, self.commit(), 0);
+                frame
+            }
+            Err(code) => PoolSlice::plain(encode_reply(header, self.commit(), code.code(), &[])),
         }
     }
 
@@ -156,7 +191,7 @@ impl<E: Env> Shard<E> {
         credentials: &Credentials,
     ) -> Outcome {
         if !version::client_accepted(protocol_version) {
-            return Outcome::Evict(encode_eviction(
+            return Outcome::evict(encode_eviction(
                 header.client,
                 EvictionReason::IncompatibleProtocol,
                 version::window(),
@@ -169,7 +204,7 @@ impl<E: Env> Shard<E> {
                     (Credentials::Password { .. }, _) => EvictionReason::InvalidCredentials,
                     (Credentials::Token(_), _) => EvictionReason::InvalidToken,
                 };
-                return Outcome::Evict(encode_eviction(header.client, reason, (0, 0)));
+                return Outcome::evict(encode_eviction(header.client, reason, (0, 0)));
             }
         };
         let session = self.next_session();
@@ -178,33 +213,37 @@ impl<E: Env> Shard<E> {
         self.shared.clients.set_user(connection.client_id, Some(user_id));
         let mut body = Vec::new();
         response::login(&mut body, user_id, session);
-        Outcome::Reply(encode_reply(header, self.commit(), 0, &body))
+        Outcome::reply(encode_reply(header, self.commit(), 0, &body))
     }
 
-    /// Runs an authenticated request as `caller`: authorization, then the use case.
-    async fn execute(&self, caller: Caller, operation: u8, body: &[u8], command: Command<'_>) -> ShardReply {
+    /// Runs an authenticated request as `caller` from the request bytes in `buf` (the body
+    /// starts at `body_start`): authorization, then the use case. A send takes its batch as
+    /// the range of `buf` it lies in.
+    async fn run(&self, caller: Caller, operation: u8, code: u32, buf: PoolBuf, body_start: usize) -> BusReply {
+        let body = &buf[body_start..];
+        let command = Command::decode(operation, code, body).map_err(|error| match error {
+            DecodeError::Body(code) => code,
+            DecodeError::UnknownOperation(_) | DecodeError::UnknownCode(_) => ErrorCode::InvalidCommand,
+        })?;
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }
-        let Caller { client, client_id, user_id } = caller;
         match command {
-            Command::GetStats => Ok(self.get_stats()),
-            Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
-            Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
-            Command::GetSnapshot { compression, types } => self.get_snapshot(compression, types).await,
-            Command::GetMe => self.get_client(client_id),
-            Command::GetClient { client_id } => self.get_client(client_id),
-            Command::GetClients => Ok(self.get_clients()),
-            Command::GetStream { stream } => Ok(self.get_stream(&stream)),
-            Command::GetStreams => Ok(self.get_streams()),
-            Command::GetTopic(topic) => Ok(self.get_topic(&topic)),
-            Command::GetTopics { stream } => Ok(self.get_topics(&stream)),
-            Command::Metadata(op) => self.execute_metadata(operation, body, &op).await,
+            Command::SendMessages { topic, partitioning, messages_count, batch } => {
+                let start = batch.as_ptr() as usize - buf.as_ptr() as usize;
+                let range = start..start + batch.len();
+                self.send_messages(&topic, &partitioning, messages_count, buf.slice(range)).await
+            }
+            command => self.execute(caller, operation, body, command).await,
+        }
+    }
+
+    /// Runs an authorized command other than a send.
+    async fn execute(&self, caller: Caller, operation: u8, body: &[u8], command: Command<'_>) -> BusReply {
+        let client = caller.client;
+        match command {
             Command::DeleteSegments { topic, partition_id, segments_count } => {
                 self.delete_segments(&topic, partition_id, segments_count).await
-            }
-            Command::SendMessages { topic, partitioning, messages_count, batch } => {
-                self.send_messages(&topic, &partitioning, messages_count, batch).await
             }
             Command::PollMessages(request) => self.poll_messages(client, &request).await,
             Command::FlushUnsavedBuffer { topic, partition_id, fsync } => {
@@ -219,6 +258,26 @@ impl<E: Env> Shard<E> {
             Command::DeleteConsumerOffset { consumer, topic, partition_id } => {
                 self.delete_consumer_offset(&consumer, &topic, partition_id).await
             }
+            command => self.execute_control(caller, operation, body, command).await.map(Reply::Body),
+        }
+    }
+
+    /// The commands that answer with a small body: metadata, users, tokens, groups, queries.
+    async fn execute_control(&self, caller: Caller, operation: u8, body: &[u8], command: Command<'_>) -> ShardReply {
+        let Caller { client, client_id, user_id } = caller;
+        match command {
+            Command::GetStats => Ok(self.get_stats()),
+            Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
+            Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
+            Command::GetSnapshot { compression, types } => self.get_snapshot(compression, types).await,
+            Command::GetMe => self.get_client(client_id),
+            Command::GetClient { client_id } => self.get_client(client_id),
+            Command::GetClients => Ok(self.get_clients()),
+            Command::GetStream { stream } => Ok(self.get_stream(&stream)),
+            Command::GetStreams => Ok(self.get_streams()),
+            Command::GetTopic(topic) => Ok(self.get_topic(&topic)),
+            Command::GetTopics { stream } => Ok(self.get_topics(&stream)),
+            Command::Metadata(op) => self.execute_metadata(operation, body, &op).await,
             Command::GetUser { user } => Ok(self.get_user(&user)),
             Command::GetUsers => Ok(self.get_users()),
             Command::CreateUser { username, password, status, permissions } => {
@@ -237,6 +296,13 @@ impl<E: Env> Shard<E> {
             Command::SyncConsumerGroup { topic, group } => self.sync_consumer_group(client, &topic, &group),
             Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
             Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
+            Command::SendMessages { .. }
+            | Command::DeleteSegments { .. }
+            | Command::PollMessages(_)
+            | Command::FlushUnsavedBuffer { .. }
+            | Command::GetConsumerOffset { .. }
+            | Command::StoreConsumerOffset { .. }
+            | Command::DeleteConsumerOffset { .. } => unreachable!("partition commands are executed above"),
         }
     }
 }
@@ -246,7 +312,7 @@ impl<E: Env> Shard<E> {
     /// gateway authenticated. It takes the same decoder, authorization and use cases as a
     /// binary request; commands that need a connection (its session, its group
     /// memberships) are refused.
-    pub async fn execute_for_user(&self, user_id: u32, request: &EncodedRequest) -> ShardReply {
+    pub async fn execute_for_user(&self, user_id: u32, request: EncodedRequest) -> BusReply {
         if !self.metadata_view(|m| m.user(user_id).is_some_and(|user| user.is_active())) {
             return Err(ErrorCode::Unauthenticated);
         }
@@ -260,22 +326,22 @@ impl<E: Env> Shard<E> {
             | Command::JoinConsumerGroup { .. }
             | Command::LeaveConsumerGroup { .. }
             | Command::SyncConsumerGroup { .. } => Err(ErrorCode::FeatureUnavailable),
-            command => {
+            _ => {
                 let caller = Caller { client: 0, client_id: 0, user_id };
-                self.execute(caller, request.operation, &request.body, command).await
+                let (operation, code) = (request.operation, request.code);
+                self.run(caller, operation, code, PoolBuf::plain(request.body), 0).await
             }
         }
     }
 
     /// Handles one complete frame, as message-based transports (WebSocket, QUIC) deliver
     /// them; `None` when the bytes are not a well-formed frame (the transport closes).
-    pub async fn handle_frame(&self, connection: &Connection, frame: &[u8]) -> Option<Outcome> {
+    pub async fn handle_frame(&self, connection: &Connection, frame: PoolBuf) -> Option<Outcome> {
         let header: &[u8; HEADER_SIZE] = frame.get(..HEADER_SIZE)?.try_into().ok()?;
         let size = rill_domain::wire::header::frame_size(header).ok()?;
         if size != frame.len() {
             return None;
         }
-        let header = RequestHeader::parse(header);
-        Some(self.handle(connection, &header, &frame[HEADER_SIZE..]).await)
+        Some(self.handle(connection, frame).await)
     }
 }

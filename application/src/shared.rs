@@ -141,7 +141,7 @@ pub struct Shared {
     /// Request latency by transport family and request, for `/metrics`.
     pub latency: crate::latency::RequestLatency,
     /// Buffers for request bodies, reply frames and journaled batches.
-    pub pool: MemoryPool,
+    pub pool: &'static MemoryPool,
     pub data: DataCounters,
     /// The previous run stopped gracefully with everything fsynced: no segment tail can be
     /// torn, so partitions open without cutting one.
@@ -149,7 +149,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: ServerConfig, shard_count: u16, commit: u64, start_time_us: u64, pool: MemoryPool) -> Self {
+    pub fn new(
+        config: ServerConfig,
+        shard_count: u16,
+        commit: u64,
+        start_time_us: u64,
+        pool: &'static MemoryPool,
+    ) -> Self {
         assert!(shard_count > 0, "at least one shard");
         let security = config.security;
         Self {

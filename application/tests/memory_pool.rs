@@ -1,19 +1,18 @@
-//! Memory pool tests: bucket choice, reuse, the byte budget, refused settings, foreign
-//! buffers, the disabled pool, and several threads sharing one pool.
-
-use std::sync::Arc;
+//! Memory pool tests: bucket choice, reuse, the byte budget, refused settings, plain
+//! buffers, buffers lent out as `Vec`s, the disabled pool, and several threads sharing one
+//! pool. A buffer goes home when dropped, so every test ends with nothing in use.
 
 use rill_application::memory_pool::{
-    BUCKET_SIZES, DEFAULT_TOTAL_BYTES, LARGEST_BUCKET_BYTES, MIN_TOTAL_BYTES, MemoryPool, PAGE_BYTES, PoolError,
-    PoolStats,
+    BUCKET_SIZES, DEFAULT_TOTAL_BYTES, LARGEST_BUCKET_BYTES, MIN_TOTAL_BYTES, MemoryPool, PAGE_BYTES, PoolBuf,
+    PoolError, PoolStats,
 };
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
 
 /// The smallest budget and few free slots per bucket, so tests allocate little.
-fn small_pool() -> MemoryPool {
-    MemoryPool::new(MIN_TOTAL_BYTES, 16).unwrap()
+fn small_pool() -> &'static MemoryPool {
+    MemoryPool::new(MIN_TOTAL_BYTES, 16).unwrap().leak()
 }
 
 #[test]
@@ -30,9 +29,9 @@ fn acquire_picks_the_smallest_bucket_that_fits() {
     for (len, capacity) in [(0, 4 * KIB), (1, 4 * KIB), (4096, 4 * KIB), (4097, 8 * KIB), (700_000, 768 * KIB)] {
         let buf = pool.acquire(len);
         assert_eq!((buf.len(), buf.capacity()), (len, capacity), "len {len}");
-        pool.release(buf);
+        assert_eq!(pool.stats().in_use_buffers, 1);
     }
-    assert_eq!(pool.stats().misses, 0);
+    assert_eq!((pool.stats().misses, pool.stats().in_use_buffers), (0, 0));
 }
 
 #[test]
@@ -46,8 +45,9 @@ fn the_largest_bucket_fits_exactly_and_anything_longer_misses() {
     let oversized = pool.acquire(LARGEST_BUCKET_BYTES + 1);
     assert_eq!((oversized.len(), oversized.capacity()), (LARGEST_BUCKET_BYTES + 1, LARGEST_BUCKET_BYTES + 1));
     assert_eq!(pool.stats().misses, 1);
-    pool.release(oversized);
-    assert_eq!(pool.stats().free_buffers, 0);
+    assert!(!oversized.is_pooled());
+    drop(oversized);
+    assert_eq!(pool.stats().free_buffers, 1, "the largest bucket's buffer, not the miss");
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn a_released_buffer_is_reused() {
     let pool = small_pool();
     let mut first = pool.acquire(1000);
     first.fill(7);
-    pool.release(first);
+    drop(first);
     let before = pool.stats();
     assert_eq!(before, PoolStats { allocated_bytes: 4096, in_use_buffers: 0, free_buffers: 1, hits: 0, misses: 0 });
 
@@ -80,12 +80,11 @@ fn past_the_budget_acquire_falls_back_and_counts_a_miss() {
     assert_eq!(small_fallback.capacity(), 4096);
     assert_eq!(pool.stats().misses, 2);
 
-    // A fallback with a bucket's capacity is not taken in while that bucket has none out.
-    pool.release(small_fallback);
-    pool.release(fallback);
+    // A fallback is a plain allocation: it never enters a bucket.
+    drop((small_fallback, fallback));
     assert_eq!(pool.stats().free_buffers, 0);
 
-    pool.release(largest);
+    drop(largest);
     let reused = pool.acquire(LARGEST_BUCKET_BYTES);
     assert_eq!(reused.capacity(), LARGEST_BUCKET_BYTES);
     let stats = pool.stats();
@@ -94,11 +93,10 @@ fn past_the_budget_acquire_falls_back_and_counts_a_miss() {
 
 #[test]
 fn a_full_bucket_drops_the_extra_buffer_and_its_bytes() {
-    let pool = MemoryPool::new(MIN_TOTAL_BYTES, 1).unwrap();
+    let pool = MemoryPool::new(MIN_TOTAL_BYTES, 1).unwrap().leak();
     let (first, second) = (pool.acquire(10), pool.acquire(20));
     assert_eq!(pool.stats().allocated_bytes, 8192);
-    pool.release(first);
-    pool.release(second);
+    drop((first, second));
     let stats = pool.stats();
     assert_eq!((stats.allocated_bytes, stats.free_buffers, stats.in_use_buffers), (4096, 1, 0));
 }
@@ -115,23 +113,39 @@ fn refused_settings_name_the_value() {
 }
 
 #[test]
-fn foreign_buffers_are_dropped() {
+fn plain_buffers_never_enter_the_pool() {
     let pool = small_pool();
-    pool.release(Vec::with_capacity(5000));
-    pool.release(vec![1; 100]);
-    // A bucket's capacity alone is not enough: that bucket has nothing out.
-    pool.release(Vec::with_capacity(8192));
+    drop(PoolBuf::plain(Vec::with_capacity(4096)));
+    drop(PoolBuf::plain(vec![1; 100]));
     assert_eq!(pool.stats(), PoolStats::default());
 }
 
 #[test]
+fn a_lent_buffer_comes_home_or_is_counted_gone() {
+    let pool = small_pool();
+    let (vec, home) = pool.acquire(100).into_vec();
+    assert_eq!(pool.stats().in_use_buffers, 1);
+    drop(PoolBuf::from_vec(vec, home));
+    assert_eq!((pool.stats().in_use_buffers, pool.stats().free_buffers), (0, 1));
+    // Lost on the way (the IO library dropped it): out of the counts and the budget.
+    let (vec, home) = pool.acquire(100).into_vec();
+    drop((vec, home));
+    assert_eq!(pool.stats(), PoolStats { allocated_bytes: 0, in_use_buffers: 0, free_buffers: 0, hits: 1, misses: 0 });
+    // Grown past its bucket while out: kept as a plain allocation.
+    let (mut vec, home) = pool.acquire(4096).into_vec();
+    vec.reserve(10 * 4096);
+    drop(PoolBuf::from_vec(vec, home));
+    assert_eq!((pool.stats().in_use_buffers, pool.stats().allocated_bytes), (0, 0));
+}
+
+#[test]
 fn a_disabled_pool_allocates_plainly() {
-    let pool = MemoryPool::disabled();
+    let pool = MemoryPool::disabled().leak();
     assert!(!pool.is_enabled());
     let buf = pool.acquire(10);
     assert_eq!(buf.len(), 10);
-    pool.release(buf);
-    pool.release(pool.acquire(4096));
+    drop(buf);
+    drop(pool.acquire(4096));
     assert_eq!(pool.stats(), PoolStats::default());
 }
 
@@ -140,17 +154,15 @@ fn threads_share_one_pool() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<MemoryPool>();
 
-    let pool = Arc::new(small_pool());
+    let pool = small_pool();
     let workers: Vec<_> = (0..4)
         .map(|worker| {
-            let pool = Arc::clone(&pool);
             std::thread::spawn(move || {
                 for round in 0..1000 {
                     let len = 1 + (worker * 1000 + round) * 37 % (64 * KIB);
                     let mut buf = pool.acquire(len);
                     assert_eq!(buf.len(), len);
                     buf[len - 1] = worker as u8;
-                    pool.release(buf);
                 }
             })
         })

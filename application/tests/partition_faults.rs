@@ -43,7 +43,6 @@ fn send(storage: &SimStorage, log: &mut PartitionLog<SimStorage>, batches: std::
                 assert!(log.write_failure().is_some(), "a failed write leaves the partition read-only");
             }
         }
-        log.take_spent();
     }
     acked
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use common::open;
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
+use rill_application::memory_pool::PoolSlice;
 use rill_application::partition::*;
 use rill_application::ports::{Storage, StorageFile};
 use rill_domain::batch;
@@ -20,11 +21,11 @@ fn settings(segment_size_bytes: u64) -> PartitionSettings {
 }
 
 /// A batch of `ids` with payloads naming them.
-fn batch_with_ids(ids: &[u128]) -> Vec<u8> {
+fn batch_with_ids(ids: &[u128]) -> PoolSlice {
     let payloads: Vec<Vec<u8>> = ids.iter().map(|id| format!("payload-{id}").into_bytes()).collect();
     let messages: Vec<(u128, &[u8], &[u8])> =
         ids.iter().zip(&payloads).map(|(id, p)| (*id, p.as_slice(), &b""[..])).collect();
-    batch::build(&messages, 1000)
+    batch::build(&messages, 1000).into()
 }
 
 /// Payloads from `start`, at most `count`, and the damaged batch the read stopped at.
@@ -126,7 +127,7 @@ fn a_missing_truncated_or_garbage_index_is_rebuilt_from_the_log() {
         }),
         ("garbage", |storage, path| {
             let file = block_on(storage.open(path)).unwrap();
-            let (result, _) = block_on(file.write_at(vec![vec![0xa5; 72]], 0));
+            let (result, _) = block_on(file.write_at(vec![vec![0xa5; 72].into()], 0));
             result.unwrap();
         }),
     ];
@@ -291,8 +292,7 @@ fn a_purge_that_fails_leaves_a_working_partition() {
     assert!(log.write_failure().is_some(), "read-only after a failed purge");
     // The files are gone (the simulated disk, unlike Linux, keeps no unlinked file open):
     // reads and the scrubber answer errors, and nothing panics.
-    let mut out = Vec::new();
-    assert!(block_on(log.read(30, 3, &mut out)).is_err());
+    assert!(block_on(log.poll(30, 3, common::pool())).is_err());
     assert!(block_on(log.scrub_read(0, 0, 1 << 20)).is_err());
     assert!(block_on(log.append(&storage, batch_with_ids(&[99]), 500)).is_err(), "sends refused");
     storage.heal();
@@ -311,7 +311,7 @@ fn a_payload_that_looks_like_a_header_cannot_derail_the_rebuild() {
     fake[8..16].copy_from_slice(&1u64.to_le_bytes());
     fake[32..40].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
     fake[48..52].copy_from_slice(&1u32.to_le_bytes());
-    let first = batch::build(&[(1, fake.as_slice(), &b""[..])], 1);
+    let first: PoolSlice = batch::build(&[(1, fake.as_slice(), &b""[..])], 1).into();
     block_on(log.append(&storage, first, 10)).unwrap();
     for id in [2u128, 3] {
         block_on(log.append(&storage, batch_with_ids(&[id]), 10 + id as u64)).unwrap();

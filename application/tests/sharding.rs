@@ -11,8 +11,8 @@ use rill_adapter_sim::{
     InlineOffload, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimHostMetrics, SimMetadata, SimStorage,
 };
 use rill_application::credentials::RootSeed;
-use rill_application::memory_pool::MemoryPool;
-use rill_application::ports::{Env, ShardRequest};
+use rill_application::memory_pool::{MemoryPool, PoolBuf};
+use rill_application::ports::Env;
 use rill_application::shard::recover;
 use rill_application::{Connection, MetadataWriter, Outcome, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::Namespace;
@@ -36,7 +36,7 @@ impl Env for SimEnv {
 const SHARDS: u16 = 3;
 
 /// The calls one shard's bus handle made.
-type CallLog = Rc<std::cell::RefCell<Vec<(u16, ShardRequest)>>>;
+type CallLog = Rc<std::cell::RefCell<Vec<(u16, &'static str)>>>;
 
 fn config() -> ServerConfig {
     ServerConfig {
@@ -57,7 +57,7 @@ fn start(storage: &SimStorage) -> (Vec<Rc<Shard<SimEnv>>>, Vec<CallLog>) {
     let config = config();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000, 7)).expect("recover");
-    let pool = MemoryPool::new(512 << 20, 64).expect("pool");
+    let pool = MemoryPool::new(512 << 20, 64).expect("pool").leak();
     let shared = Arc::new(Shared::new(config, SHARDS, recovered.commit(), 0, pool));
     let view = SimMetadata::new(recovered.metadata());
     let shards = Rc::new(LocalShards::default());
@@ -120,7 +120,9 @@ impl Client {
             session,
             code: nr_code,
         };
-        match block_on(self.system.handle(&self.connection, &header, body)) {
+        let mut frame = header.encode(body.len()).to_vec();
+        frame.extend_from_slice(body);
+        match block_on(self.system.handle(&self.connection, PoolBuf::plain(frame))) {
             Outcome::Reply(frame) => {
                 let status = u32::from_le_bytes(frame[216..220].try_into().unwrap());
                 if status == 0 { Ok(frame[256..].to_vec()) } else { Err(status) }
@@ -183,7 +185,7 @@ fn metadata_from_a_peer_shard_is_committed_by_shard_zero() {
     let (shards, calls) = start(&storage);
     let mut client = Client::login(&shards[2]);
     create_stream_and_topic(&mut client, "orders", 6);
-    assert!(calls[2].borrow().iter().any(|(to, r)| *to == 0 && matches!(r, ShardRequest::Metadata { .. })));
+    assert!(calls[2].borrow().iter().any(|(to, kind)| *to == 0 && *kind == "metadata"));
     assert_eq!(shards[2].shared.bus.metadata_forwarded.load(std::sync::atomic::Ordering::Relaxed), 2);
     // Shard 0 opened each partition on its owner.
     for partition in 0..6 {

@@ -69,11 +69,10 @@ mod tests {
 
     #[test]
     fn pooled_buffers_start_on_page_boundaries() {
-        let pool = MemoryPool::new(1 << 30, 8).expect("pool");
+        let pool = MemoryPool::new(1 << 30, 8).expect("pool").leak();
         for &size in BUCKET_SIZES.iter().filter(|&&size| size <= 8 << 20) {
             let buffer = pool.acquire(size - 1);
             assert_eq!(buffer.as_ptr() as usize % 4096, 0, "bucket of {size} bytes");
-            pool.release(buffer);
         }
     }
 

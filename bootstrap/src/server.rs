@@ -314,7 +314,7 @@ impl Shard0 {
         }
         let commit = recovered.commit();
         let mut shared =
-            Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?);
+            Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?.leak());
         shared.clean_start = recovered.clean_shutdown;
         let shared = Arc::new(shared);
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());

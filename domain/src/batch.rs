@@ -239,13 +239,13 @@ pub fn message_ids(batch: &[u8]) -> impl Iterator<Item = u128> + '_ {
 
 /// Removes, in place, the frames of a producer's batch that `drop` marks: the kept frames
 /// move forward, renumbered from 0, with their checksums (which cover the offset delta) and
-/// the batch's recomputed. Returns how many frames are kept; with none kept the buffer is
-/// left as it was.
-pub fn drop_frames(batch: &mut Vec<u8>, drop: &[bool]) -> u32 {
+/// the batch's recomputed. Returns how many frames are kept and the batch's new length; with
+/// none kept the bytes are left as they were.
+pub fn drop_frames(batch: &mut [u8], drop: &[bool]) -> (u32, usize) {
     let frames: Vec<Frame> = frames(batch).collect();
     let kept = frames.iter().zip(drop).filter(|(_, dropped)| !**dropped).count();
     if kept == 0 || kept == frames.len() {
-        return kept as u32;
+        return (kept as u32, batch.len());
     }
     let mut write = BATCH_HEADER_SIZE;
     let mut index = 0u32;
@@ -258,41 +258,58 @@ pub fn drop_frames(batch: &mut Vec<u8>, drop: &[bool]) -> u32 {
         write += len;
         index += 1;
     }
-    batch.truncate(write);
-    batch[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&(write as u64).to_le_bytes());
-    batch[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&index.to_le_bytes());
-    let checksum = compute_checksum(batch);
-    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
-    kept as u32
+    reseal(&mut batch[..write], index);
+    (kept as u32, write)
 }
 
-/// Appends to `out` the part of a stored batch holding offsets `from..` (at most `max`
-/// messages), as a new batch record with the same base fields and a fresh checksum.
-/// Frames keep their original offset deltas. Returns the number of messages appended.
-pub fn append_slice(batch: &[u8], from: u64, max: u32, out: &mut Vec<u8>) -> u32 {
+/// Rewrites a batch's length, message count and checksum after frames were cut from it
+/// (`batch` is exactly the header and the frames kept).
+pub fn reseal(batch: &mut [u8], message_count: u32) {
+    let len = batch.len() as u64;
+    batch[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&len.to_le_bytes());
+    batch[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&message_count.to_le_bytes());
+    let checksum = compute_checksum(batch);
+    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+}
+
+/// Where the part of a stored batch holding offsets `from..` (at most `max` messages)
+/// lies in it: the byte range of its frames and how many there are. `None` when the batch
+/// holds none of them. Frames keep their original offset deltas when the part is served.
+pub fn part(batch: &[u8], from: u64, max: u32) -> Option<(std::ops::Range<usize>, u32)> {
     let header = BatchHeader::read(batch);
     let skip = from.saturating_sub(header.base_offset);
     if skip >= header.message_count as u64 || max == 0 {
-        return 0;
+        return None;
     }
-    if skip == 0 && max >= header.message_count {
-        out.extend_from_slice(batch);
-        return header.message_count;
+    let mut selected = frames(batch).skip(skip as usize).take(max as usize);
+    let first = selected.next()?;
+    let (end, count) = selected.fold((first.end, 1u32), |(_, count), frame| (frame.end, count + 1));
+    Some((first.start..end, count))
+}
+
+/// Copies the part of a stored batch holding offsets `from..` (at most `max` messages) into
+/// `out` as a batch record of its own: the same base fields, the selected frames, a fresh
+/// checksum. Returns the messages and bytes written; `out` must hold the whole batch.
+pub fn copy_part(batch: &[u8], from: u64, max: u32, out: &mut [u8]) -> (u32, usize) {
+    let Some((frames, count)) = part(batch, from, max) else { return (0, 0) };
+    let header = BATCH_HEADER_SIZE;
+    let len = header + frames.len();
+    out[..header].copy_from_slice(&batch[..header]);
+    out[header..len].copy_from_slice(&batch[frames.clone()]);
+    if frames.start != header || frames.end != batch.len() {
+        reseal(&mut out[..len], count);
     }
-    let selected: Vec<Frame> = frames(batch).skip(skip as usize).take(max as usize).collect();
-    let body_len: usize = selected.iter().map(|f| f.end - f.start).sum();
+    (count, len)
+}
+
+/// Appends to `out` the part of a stored batch holding offsets `from..` (at most `max`
+/// messages), as [`copy_part`] writes it. Returns the number of messages appended.
+pub fn append_slice(batch: &[u8], from: u64, max: u32, out: &mut Vec<u8>) -> u32 {
     let start = out.len();
-    out.extend_from_slice(&batch[..BATCH_HEADER_SIZE]);
-    for frame in &selected {
-        out.extend_from_slice(&batch[frame.start..frame.end]);
-    }
-    let record = &mut out[start..];
-    record[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8]
-        .copy_from_slice(&((BATCH_HEADER_SIZE + body_len) as u64).to_le_bytes());
-    record[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&(selected.len() as u32).to_le_bytes());
-    let checksum = compute_checksum(record);
-    record[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
-    selected.len() as u32
+    out.resize(start + batch.len(), 0);
+    let (count, len) = copy_part(batch, from, max, &mut out[start..]);
+    out.truncate(start + len);
+    count
 }
 
 /// Builds a batch the way a producer does; used by tests, tools and the benchmark.

@@ -10,7 +10,7 @@ use crossfire::mpsc::{self, Array};
 use crossfire::oneshot::{self, TxOneshot};
 use crossfire::{AsyncRx, MAsyncTx};
 use rill_application::ports::bus::ConnectionKind;
-use rill_application::ports::{ConnectionHandoff, Gateway, ShardBus, ShardReply, ShardRequest};
+use rill_application::ports::{BusReply, ConnectionHandoff, Gateway, Reply, ShardBus, ShardReply, ShardRequest};
 use rill_domain::wire::encode::EncodedRequest;
 
 /// What a shard's inbox receives.
@@ -25,10 +25,10 @@ pub enum Envelope {
 }
 
 /// Sends one reply back to the calling shard.
-pub struct Responder(TxOneshot<ShardReply>);
+pub struct Responder(TxOneshot<BusReply>);
 
 impl Responder {
-    pub fn reply(self, reply: ShardReply) {
+    pub fn reply(self, reply: BusReply) {
         self.0.send(reply);
     }
 }
@@ -92,7 +92,7 @@ impl ShardBus for CrossfireBus {
         self.inboxes.len() as u16
     }
 
-    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply {
+    async fn call(&self, shard: u16, request: ShardRequest) -> BusReply {
         let (tx, rx) = oneshot::oneshot();
         let envelope = Envelope::Call { request, reply: Responder(tx) };
         if self.inboxes[shard as usize].send(envelope).await.is_err() {
@@ -121,6 +121,6 @@ impl Gateway for CrossfireGateway {
     async fn execute(&self, user_id: u32, request: EncodedRequest) -> ShardReply {
         let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let shard = (turn % u64::from(self.bus.shard_count())) as u16;
-        self.bus.call(shard, ShardRequest::Execute { user_id, request }).await
+        self.bus.call(shard, ShardRequest::Execute { user_id, request }).await.map(Reply::into_body)
     }
 }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 
 use rill_application::Shard;
-use rill_application::ports::{Env, ShardBus, ShardReply, ShardRequest};
+use rill_application::ports::{BusReply, Env, ShardBus, ShardRequest};
 
 /// The shards of one simulated server, registered once they are built.
 pub struct LocalShards<E: Env> {
@@ -31,8 +31,8 @@ pub struct LocalBus<E: Env> {
     shard_id: u16,
     shard_count: u16,
     shards: Rc<LocalShards<E>>,
-    /// Every call made through this handle, for tests: (target shard, request).
-    pub calls: Rc<RefCell<Vec<(u16, ShardRequest)>>>,
+    /// Every call made through this handle, for tests: (target shard, request kind).
+    pub calls: Rc<RefCell<Vec<(u16, &'static str)>>>,
 }
 
 impl<E: Env> LocalBus<E> {
@@ -50,13 +50,13 @@ impl<E: Env> ShardBus for LocalBus<E> {
         self.shard_count
     }
 
-    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply {
-        self.calls.borrow_mut().push((shard, request.clone()));
+    async fn call(&self, shard: u16, request: ShardRequest) -> BusReply {
+        self.calls.borrow_mut().push((shard, request.kind()));
         let target = self.shards.shards.borrow().get(shard as usize).and_then(Weak::upgrade);
         let Some(target) = target else { return Err(rill_application::ports::bus::unavailable()) };
         // Boxed and type-erased: a shard's handler may call the bus again (shard 0 opening
         // partitions on their owners), and the recursion needs a finite future type.
-        let reply: Pin<Box<dyn Future<Output = ShardReply>>> =
+        let reply: Pin<Box<dyn Future<Output = BusReply>>> =
             Box::pin(async move { target.on_bus_request(request).await });
         reply.await
     }

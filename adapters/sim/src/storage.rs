@@ -10,6 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use rill_application::memory_pool::PoolSlice;
 use rill_application::ports::{Space, Storage, StorageFile};
 
 #[derive(Debug, Default)]
@@ -149,7 +150,7 @@ impl StorageFile for SimFile {
         Ok(disk.files.get(&self.path).ok_or_else(|| missing(&self.path))?.written.len() as u64)
     }
 
-    async fn read_exact_at(&self, mut buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>) {
+    async fn read_exact_at(&self, mut buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
         let disk = self.disk.borrow();
         let Some(state) = disk.files.get(&self.path) else { return (Err(missing(&self.path)), buf) };
         let start = position as usize;
@@ -161,7 +162,7 @@ impl StorageFile for SimFile {
         (Ok(()), buf)
     }
 
-    async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>) {
+    async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
         let mut disk = self.disk.borrow_mut();
         if let Err(error) = disk.mutate() {
             return (Err(error), bufs);

@@ -10,6 +10,7 @@ use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
+use rill_application::memory_pool::PoolSlice;
 use rill_application::ports::{Space, Storage, StorageFile};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,20 +26,34 @@ impl StorageFile for UringFile {
         Ok(self.file.metadata().await?.len())
     }
 
-    async fn read_exact_at(&self, buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>) {
+    async fn read_exact_at(&self, buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
         if buf.is_empty() {
             return (Ok(()), buf);
         }
-        // compio reads fill a buffer's capacity; bound the read to the buffer's length so a
-        // recycled buffer with spare capacity reads exactly what was asked.
-        let len = buf.len();
-        let BufResult(result, buf) = self.file.read_exact_at(buf.slice(..len), position).await;
-        (result, buf.into_inner())
+        // The kernel fills the slice's range of the pooled buffer in place: no copy.
+        let (vec, range, home) = buf.into_vec();
+        let BufResult(result, slice) = self.file.read_exact_at(vec.slice(range.clone()), position).await;
+        (result, PoolSlice::from_vec(slice.into_inner(), range, home))
     }
 
-    async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>) {
+    async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
+        // Each range goes to the kernel as it sits in its buffer: one vectored write.
+        let mut homes = Vec::with_capacity(bufs.len());
+        let slices: Vec<_> = bufs
+            .into_iter()
+            .map(|buf| {
+                let (vec, range, home) = buf.into_vec();
+                homes.push((range.clone(), home));
+                vec.slice(range)
+            })
+            .collect();
         let mut file = &self.file;
-        let BufResult(result, bufs) = file.write_vectored_all_at(bufs, position).await;
+        let BufResult(result, slices) = file.write_vectored_all_at(slices, position).await;
+        let bufs = slices
+            .into_iter()
+            .zip(homes)
+            .map(|(slice, (range, home))| PoolSlice::from_vec(slice.into_inner(), range, home))
+            .collect();
         (result, bufs)
     }
 

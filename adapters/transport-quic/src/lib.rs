@@ -7,12 +7,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use compio::BufResult;
+use compio::buf::{IntoInner, IoBuf};
 use compio::io::AsyncWriteExt;
 use std::sync::Arc;
 
 use compio_quic::{
     Connection as QuicConnection, Endpoint, RecvStream, SendStream, ServerBuilder, TransportConfig, VarInt,
 };
+use rill_application::memory_pool::{PoolBuf, PoolSlice};
 use rill_application::ports::Env;
 use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
@@ -82,14 +84,17 @@ async fn serve_stream<E: Env>(system: &Shard<E>, connection: &Connection, mut se
             }
         }
     }
-    let Some(outcome) = system.handle_frame(connection, &frame).await else {
+    let Some(outcome) = system.handle_frame(connection, PoolBuf::plain(frame)).await else {
         let _ = send.reset(0u32.into());
         return;
     };
     let reply = match outcome {
         Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
     };
-    let BufResult(result, _) = send.write_all(reply).await;
+    // The frame's range goes to the stream as it sits in its buffer, which then goes home.
+    let (vec, range, home) = reply.into_vec();
+    let BufResult(result, vec) = send.write_all(vec.slice(range.clone())).await;
+    drop(PoolSlice::from_vec(vec.into_inner(), range, home));
     if result.is_ok() {
         let _ = send.finish();
         let _ = send.stopped().await;

@@ -13,11 +13,12 @@ use compio::net::{TcpListener, TcpStream};
 use compio::tls::TlsAcceptor;
 use std::os::fd::{AsFd, OwnedFd};
 
+use rill_application::memory_pool::{PoolBuf, PoolSlice};
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::HEADER_SIZE;
-use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, frame_size};
+use rill_domain::wire::header::{EvictionReason, encode_eviction, frame_size};
 
 /// How long a start waits for a port that is still in use. A predecessor killed with
 /// SIGKILL can hold its listening socket for a moment after it exits, because the kernel
@@ -155,26 +156,25 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         let header_bytes: &[u8; HEADER_SIZE] = header_buf.as_slice().try_into().expect("header buffer is 256 bytes");
         let size = frame_size(header_bytes)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
-        let header = RequestHeader::parse(header_bytes);
-        let pool = &system.shared.pool;
-        let body = pool.acquire(size - HEADER_SIZE);
-        let body = if body.is_empty() {
-            body
-        } else {
-            // compio reads fill a buffer's capacity; a pooled buffer is larger than the body,
-            // so the read is bounded to the body's length.
-            let len = body.len();
-            let BufResult(result, body) = stream.read_exact(body.slice(..len)).await;
+        // One pooled frame holds header and body; the body is read straight into it, and
+        // the frame goes to the dispatcher by value (a send's batch moves on inside it).
+        let pool = system.shared.pool;
+        let mut frame = pool.acquire(size);
+        frame[..HEADER_SIZE].copy_from_slice(header_bytes);
+        if size > HEADER_SIZE {
+            let (vec, home) = frame.into_vec();
+            let BufResult(result, body) = stream.read_exact(vec.slice(HEADER_SIZE..size)).await;
+            frame = PoolBuf::from_vec(body.into_inner(), home);
             result?;
-            body.into_inner()
-        };
-        let (frame, keep_open) = match system.handle(connection, &header, &body).await {
+        }
+        let (reply, keep_open) = match system.handle(connection, frame).await {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        pool.release(body);
-        let BufResult(result, frame) = stream.write_all(frame).await;
-        pool.release(frame);
+        // The reply goes out as it sits in its buffer, which then goes home.
+        let (vec, range, home) = reply.into_vec();
+        let BufResult(result, vec) = stream.write_all(vec.slice(range.clone())).await;
+        drop(PoolSlice::from_vec(vec.into_inner(), range, home));
         result?;
         // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
         stream.flush().await?;

@@ -10,6 +10,7 @@ use compio::net::{TcpListener, TcpStream};
 use compio::tls::TlsAcceptor;
 use compio::ws::tungstenite::Message;
 use compio::ws::tungstenite::protocol::WebSocketConfig;
+use rill_application::memory_pool::PoolBuf;
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, Shard, Transport};
@@ -85,20 +86,24 @@ where
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "websocket", "client connected");
     let connection = Connection::new(client_id);
     loop {
+        // The message's own buffer becomes the request frame (no copy when the WebSocket
+        // layer holds it alone).
         let frame = match socket.read().await {
-            Ok(Message::Binary(bytes)) => bytes.to_vec(),
+            Ok(Message::Binary(bytes)) => Vec::from(bytes),
             // Text is treated as bytes, as the clients do; control frames are answered by
             // the WebSocket layer itself.
             Ok(Message::Text(text)) => text.as_bytes().to_vec(),
             Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
             Ok(Message::Close(_)) | Err(_) => break,
         };
-        let Some(outcome) = system.handle_frame(&connection, &frame).await else { break };
+        let Some(outcome) = system.handle_frame(&connection, PoolBuf::plain(frame)).await else { break };
         let (reply, keep_open) = match outcome {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        if socket.send(Message::Binary(reply.into())).await.is_err() || !keep_open {
+        // The reply frame is sent as it is; it goes back to the pool once sent.
+        let reply = compio::ws::tungstenite::Bytes::from_owner(reply);
+        if socket.send(Message::Binary(reply)).await.is_err() || !keep_open {
             break;
         }
     }

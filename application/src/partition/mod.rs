@@ -6,6 +6,7 @@
 
 mod maintenance;
 mod offsets;
+mod poll;
 mod recovery;
 mod segment;
 
@@ -21,9 +22,11 @@ use rill_domain::wire::response::Usage;
 
 pub use maintenance::{Detached, ScrubChunk, remove_detached};
 pub use offsets::{ConsumerKey, ConsumerOffsets};
+pub use poll::{POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM};
 pub use recovery::{LoadMode, Recovery};
-pub use segment::{DamagedBatch, Segment, SegmentRead, batch_matches, within_frame};
+pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
 
+use crate::memory_pool::PoolSlice;
 use crate::ports::Storage;
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
@@ -102,27 +105,19 @@ pub struct Appended {
     pub bytes: u64,
 }
 
-/// What a poll read: the messages appended, and the damaged batch it stopped at.
-#[derive(Debug, Default)]
-pub struct PartitionRead {
-    pub messages: u32,
-    pub damaged: Option<DamagedBatch>,
-}
-
 pub struct PartitionLog<S: Storage> {
     dir: PathBuf,
     partition_id: u32,
     pub settings: PartitionSettings,
     segments: Vec<Segment<S::File>>,
-    journal: VecDeque<Vec<u8>>,
+    /// Stamped batches not yet written, each the range of the request frame it came in.
+    journal: VecDeque<PoolSlice>,
     journal_messages: u32,
     journal_bytes: u64,
     next_offset: u64,
     /// Stamps never go back, so the index can be searched by time.
     last_timestamp: u64,
     pub offsets: ConsumerOffsets<S::File>,
-    /// Buffers whose bytes are on disk, waiting to be recycled by the caller.
-    spent: Vec<Vec<u8>>,
     /// Why the last write failed, while the partition refuses sends.
     write_failure: Option<io::ErrorKind>,
     dedup: Option<DedupWindow>,
@@ -180,7 +175,6 @@ impl<S: Storage> PartitionLog<S> {
             next_offset,
             last_timestamp,
             offsets,
-            spent: Vec::new(),
             write_failure: None,
             dedup: None,
             reported: BTreeSet::new(),
@@ -229,12 +223,11 @@ impl<S: Storage> PartitionLog<S> {
     /// dedup window are dropped first. A batch that cannot be written is taken back: the
     /// call fails, its offsets are not used, and the partition refuses sends until a write
     /// succeeds (each later send first retries what is pending).
-    pub async fn append(&mut self, storage: &S, mut stored: Vec<u8>, now_us: u64) -> io::Result<Appended> {
-        if self.write_failure.is_some()
-            && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
-        {
-            self.spent.push(stored);
-            return Err(error);
+    /// The batch arrives as the range of its request frame and stays there, stamped in
+    /// place, until it is written; refused or dropped, it goes back to the pool with it.
+    pub async fn append(&mut self, storage: &S, mut stored: PoolSlice, now_us: u64) -> io::Result<Appended> {
+        if self.write_failure.is_some() {
+            self.flush(storage, self.settings.enforce_fsync).await?;
         }
         // Stamps never go back, unless the last one is far ahead of the clock: a rotten
         // index entry must not pin every later stamp.
@@ -248,10 +241,10 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(window) = &mut self.dedup {
             let mut batch_ids: Vec<u128> = batch::message_ids(&stored).collect();
             if let Some(mask) = window.duplicates(&batch_ids, now_us) {
-                let kept = batch::drop_frames(&mut stored, &mask);
+                let (kept, len) = batch::drop_frames(&mut stored, &mask);
+                stored.truncate(len);
                 duplicates = mask.iter().filter(|&&d| d).count() as u32;
                 if kept == 0 {
-                    self.spent.push(stored);
                     return Ok(Appended { base_offset: self.next_offset, stored: 0, duplicates, bytes: 0 });
                 }
                 let mut dropped = mask.iter();
@@ -268,9 +261,8 @@ impl<S: Storage> PartitionLog<S> {
             || self.journal_bytes >= self.settings.size_required_to_save_bytes;
         if (threshold_reached || self.settings.enforce_fsync)
             && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
-            && let Some(batch) = self.take_back(base_offset, count)
+            && self.take_back(base_offset, count).is_some()
         {
-            self.spent.push(batch);
             return Err(error);
         }
         self.last_timestamp = now_us;
@@ -280,7 +272,7 @@ impl<S: Storage> PartitionLog<S> {
         Ok(Appended { base_offset, stored: count, duplicates, bytes })
     }
 
-    fn push_journal(&mut self, stored: Vec<u8>, count: u32) {
+    fn push_journal(&mut self, stored: PoolSlice, count: u32) {
         self.next_offset += count as u64;
         self.journal_messages += count;
         self.journal_bytes += stored.len() as u64;
@@ -289,7 +281,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Takes the last journaled batch back if it is still unwritten and is the one at
     /// `base_offset`: it was never acknowledged, so its offsets are given out again.
-    fn take_back(&mut self, base_offset: u64, count: u32) -> Option<Vec<u8>> {
+    fn take_back(&mut self, base_offset: u64, count: u32) -> Option<PoolSlice> {
         if self.journal.back().map(|b| BatchHeader::read(b).base_offset) != Some(base_offset) {
             return None;
         }
@@ -338,7 +330,7 @@ impl<S: Storage> PartitionLog<S> {
                 self.seal_and_roll(storage, start).await?;
                 continue;
             }
-            let chunk: Vec<Vec<u8>> = self.journal.drain(..take).collect();
+            let chunk: Vec<PoolSlice> = self.journal.drain(..take).collect();
             let (result, chunk) = self.segments.last_mut().unwrap().append(chunk, fsync).await;
             if let Err(error) = result {
                 for stored in chunk.into_iter().rev() {
@@ -350,27 +342,13 @@ impl<S: Storage> PartitionLog<S> {
                 self.journal_messages -= BatchHeader::read(stored).message_count;
                 self.journal_bytes -= stored.len() as u64;
             }
-            self.spent.extend(chunk);
+            // Written: the buffers go back to the pool as `chunk` drops.
             wrote = true;
         }
         if fsync && !wrote {
             self.segments.last().unwrap().sync().await?;
         }
         Ok(wrote)
-    }
-
-    /// Takes the buffers already written to disk, for the caller's memory pool.
-    pub fn take_spent(&mut self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.spent)
-    }
-
-    /// Takes every buffer the partition holds, written or not, when it is removed.
-    pub fn take_all_buffers(&mut self) -> Vec<Vec<u8>> {
-        self.journal_messages = 0;
-        self.journal_bytes = 0;
-        let mut buffers = std::mem::take(&mut self.spent);
-        buffers.extend(self.journal.drain(..));
-        buffers
     }
 
     /// Which incarnation of the partition's files this is (a purge starts a new one).
@@ -384,44 +362,6 @@ impl<S: Storage> PartitionLog<S> {
         let segment = Segment::create(storage, &self.dir, start_offset).await?;
         self.segments.push(segment);
         storage.sync_dir(&self.dir).await
-    }
-
-    /// Appends up to `count` messages from `start` as batch records. Stored batches are
-    /// checked before any of their bytes are appended; the read stops at the first damaged
-    /// one, which is reported when nothing came before it.
-    pub async fn read(&self, start: u64, count: u32, out: &mut Vec<u8>) -> io::Result<PartitionRead> {
-        let mut read = PartitionRead::default();
-        let mut next = start.max(self.first_offset());
-        let budget_start = out.len();
-        for segment in &self.segments {
-            if read.messages >= count || out.len() - budget_start >= MAX_POLL_BYTES {
-                return Ok(read);
-            }
-            if segment.end_offset() <= next {
-                continue;
-            }
-            let budget = MAX_POLL_BYTES.saturating_sub(out.len() - budget_start).max(1);
-            let taken = segment.read(next, count - read.messages, budget, self.settings.validate_checksum, out).await?;
-            read.messages += taken.messages;
-            next += taken.messages as u64;
-            if taken.damaged.is_some() {
-                read.damaged = taken.damaged;
-                return Ok(read);
-            }
-            if next < segment.end_offset() {
-                // Stopped inside this segment (count or byte budget): going on would skip.
-                return Ok(read);
-            }
-        }
-        for stored in &self.journal {
-            if read.messages >= count || out.len() - budget_start >= MAX_POLL_BYTES {
-                break;
-            }
-            let taken = batch::append_slice(stored, next, count - read.messages, out);
-            read.messages += taken;
-            next += taken as u64;
-        }
-        Ok(read)
     }
 
     /// Whether a damaged batch is reported for the first time (so it is logged once).
@@ -465,7 +405,7 @@ impl<S: Storage> PartitionLog<S> {
                 return Err(error);
             }
         };
-        self.spent.extend(self.journal.drain(..));
+        self.journal.clear();
         self.journal_messages = 0;
         self.journal_bytes = 0;
         self.segments = vec![segment];

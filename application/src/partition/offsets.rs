@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
 /// Whose offset: a single consumer or a consumer group, by numeric id.
@@ -52,7 +53,7 @@ impl<F: StorageFile> ConsumerOffsets<F> {
                 if file.len().await? < 16 {
                     continue;
                 }
-                let (result, buf) = file.read_exact_at(vec![0u8; 16], 0).await;
+                let (result, buf) = file.read_exact_at(PoolSlice::plain(vec![0u8; 16]), 0).await;
                 result?;
                 let offset = u64::from_le_bytes(buf[..8].try_into().unwrap());
                 if xxh3_64(&buf[..8]) != u64::from_le_bytes(buf[8..].try_into().unwrap()) {
@@ -82,7 +83,7 @@ impl<F: StorageFile> ConsumerOffsets<F> {
             self.files.insert(key, file);
         }
         let file = &self.files[&key];
-        let (result, _) = file.write_at(vec![encode(offset)], 0).await;
+        let (result, _) = file.write_at(vec![PoolSlice::plain(encode(offset))], 0).await;
         result?;
         if fsync {
             file.sync().await?;

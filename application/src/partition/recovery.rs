@@ -11,7 +11,8 @@ use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{BATCH_HEADER_SIZE, INDEX_ENTRY_SIZE, MAX_FRAME_SIZE};
 use rill_domain::segment::{self, IndexEntry};
 
-use super::segment::{Segment, batch_matches, entry_for, within_frame};
+use super::segment::{Segment, batch_matches, entry_for, scratch, within_frame};
+use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
 /// What recovery found in a segment's files.
@@ -56,7 +57,7 @@ impl<F: StorageFile> Segment<F> {
         let mut entries = read_index(&index).await?;
         let read_entries = entries.clone();
         keep_consistent_prefix(&mut entries, log_len);
-        let mut segment = Self { start_offset, log_path, log, index, size_bytes: 0, entries };
+        let mut segment = Self { start_offset, log_path, log: std::rc::Rc::new(log), index, size_bytes: 0, entries };
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last
@@ -92,7 +93,7 @@ impl<F: StorageFile> Segment<F> {
             if !within_frame(entry) {
                 continue;
             }
-            let (result, buf) = self.log.read_exact_at(vec![0u8; entry.length as usize], entry.position as u64).await;
+            let (result, buf) = self.log.read_exact_at(scratch(entry.length as usize), entry.position as u64).await;
             result?;
             if batch_matches(&buf, entry, self.start_offset, true) {
                 return Ok(kept);
@@ -116,7 +117,7 @@ impl<F: StorageFile> Segment<F> {
     }
 
     async fn header_agrees(&self, entry: &IndexEntry) -> io::Result<bool> {
-        let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], entry.position as u64).await;
+        let (result, head) = self.log.read_exact_at(scratch(BATCH_HEADER_SIZE), entry.position as u64).await;
         result?;
         let header = BatchHeader::read(&head);
         Ok(header.base_offset == self.start_offset + entry.relative_offset as u64
@@ -135,7 +136,7 @@ impl<F: StorageFile> Segment<F> {
             if self.header_agrees(entry).await? {
                 continue;
             }
-            let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], entry.position as u64).await;
+            let (result, head) = self.log.read_exact_at(scratch(BATCH_HEADER_SIZE), entry.position as u64).await;
             result?;
             let length = BatchHeader::read(&head).batch_length;
             let fits = (BATCH_HEADER_SIZE as u64..=MAX_FRAME_SIZE as u64).contains(&length)
@@ -182,7 +183,7 @@ impl<F: StorageFile> Segment<F> {
     /// The batch at `size_bytes` if its length fits the log and its base offset is the next
     /// one, with what its checksums say.
     async fn batch_here(&self, log_len: u64) -> io::Result<Option<(BatchHeader, StoredBatch)>> {
-        let (result, head) = self.log.read_exact_at(vec![0u8; BATCH_HEADER_SIZE], self.size_bytes).await;
+        let (result, head) = self.log.read_exact_at(scratch(BATCH_HEADER_SIZE), self.size_bytes).await;
         result?;
         let header = BatchHeader::read(&head);
         let length = header.batch_length;
@@ -193,7 +194,7 @@ impl<F: StorageFile> Segment<F> {
         {
             return Ok(None);
         }
-        let (result, buf) = self.log.read_exact_at(vec![0u8; length as usize], self.size_bytes).await;
+        let (result, buf) = self.log.read_exact_at(scratch(length as usize), self.size_bytes).await;
         result?;
         Ok(match batch::check_stored(&buf) {
             StoredBatch::Malformed => None,
@@ -239,7 +240,7 @@ impl<F: StorageFile> Segment<F> {
         let mut window_start = self.size_bytes + 1;
         while window_start + BATCH_HEADER_SIZE as u64 <= log_len {
             let len = ((log_len - window_start) as usize).min(RESYNC_WINDOW);
-            let (result, window) = self.log.read_exact_at(vec![0u8; len], window_start).await;
+            let (result, window) = self.log.read_exact_at(scratch(len), window_start).await;
             result?;
             for at in 0..=len.saturating_sub(BATCH_HEADER_SIZE) {
                 let head = &window[at..at + BATCH_HEADER_SIZE];
@@ -264,7 +265,7 @@ impl<F: StorageFile> Segment<F> {
     }
 
     async fn verifies_at(&self, position: u64, length: u64) -> io::Result<bool> {
-        let (result, buf) = self.log.read_exact_at(vec![0u8; length as usize], position).await;
+        let (result, buf) = self.log.read_exact_at(scratch(length as usize), position).await;
         result?;
         Ok(batch::verify_stored(&buf))
     }
@@ -275,7 +276,7 @@ impl<F: StorageFile> Segment<F> {
             entry.encode(&mut bytes);
         }
         self.index.truncate(0).await?;
-        let (result, _) = self.index.write_at(vec![bytes], 0).await;
+        let (result, _) = self.index.write_at(vec![PoolSlice::plain(bytes)], 0).await;
         result?;
         self.index.sync().await
     }
@@ -286,7 +287,7 @@ async fn read_index<F: StorageFile>(index: &F) -> io::Result<Vec<IndexEntry>> {
     if len == 0 {
         return Ok(Vec::new());
     }
-    let (result, buf) = index.read_exact_at(vec![0u8; len], 0).await;
+    let (result, buf) = index.read_exact_at(scratch(len), 0).await;
     result?;
     Ok(buf.chunks_exact(INDEX_ENTRY_SIZE).map(|chunk| IndexEntry::decode(chunk.try_into().unwrap())).collect())
 }

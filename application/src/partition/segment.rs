@@ -4,17 +4,25 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_FRAME_SIZE, MAX_IOVECS_PER_WRITE};
 use rill_domain::segment::{self, IndexEntry};
 
+use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
+
+/// A plain buffer of `len` bytes for a read off the hot path (recovery, scrubbing).
+pub(super) fn scratch(len: usize) -> PoolSlice {
+    PoolSlice::plain(vec![0u8; len])
+}
 
 pub struct Segment<F> {
     pub start_offset: u64,
     pub(super) log_path: PathBuf,
-    pub(super) log: F,
+    /// Shared with polls reading it after the partition's lock is released.
+    pub(super) log: Rc<F>,
     pub(super) index: F,
     pub size_bytes: u64,
     pub entries: Vec<IndexEntry>,
@@ -27,13 +35,6 @@ pub struct DamagedBatch {
     pub position: u64,
     pub first_offset: u64,
     pub last_offset: u64,
-}
-
-/// What a segment read appended, and the damaged batch it stopped at, if any.
-#[derive(Debug, Default)]
-pub struct SegmentRead {
-    pub messages: u32,
-    pub damaged: Option<DamagedBatch>,
 }
 
 /// Whether an entry can name a batch at all: longer than any frame, it is a damaged range
@@ -79,14 +80,14 @@ impl<F: StorageFile> Segment<F> {
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         log.truncate(0).await?;
         index.truncate(0).await?;
-        Ok(Self { start_offset, log_path, log, index, size_bytes: 0, entries: Vec::new() })
+        Ok(Self { start_offset, log_path, log: Rc::new(log), index, size_bytes: 0, entries: Vec::new() })
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
     /// their index entries, both fsynced when asked. Either all of it lands and the segment
     /// grows, or the segment stays as it was (a written prefix is cut, best effort) and the
     /// call fails. The buffers always come back, in order, for recycling or a retry.
-    pub async fn append(&mut self, batches: Vec<Vec<u8>>, fsync: bool) -> (io::Result<()>, Vec<Vec<u8>>) {
+    pub async fn append(&mut self, batches: Vec<PoolSlice>, fsync: bool) -> (io::Result<()>, Vec<PoolSlice>) {
         let mut index_bytes = Vec::with_capacity(batches.len() * INDEX_ENTRY_SIZE);
         let mut position = self.size_bytes;
         let mut new_entries = Vec::with_capacity(batches.len());
@@ -120,10 +121,10 @@ impl<F: StorageFile> Segment<F> {
 
     async fn write_all(
         &self,
-        batches: Vec<Vec<u8>>,
+        batches: Vec<PoolSlice>,
         index_bytes: Vec<u8>,
         fsync: bool,
-    ) -> (io::Result<()>, Vec<Vec<u8>>) {
+    ) -> (io::Result<()>, Vec<PoolSlice>) {
         let mut write_position = self.size_bytes;
         let mut remaining = batches;
         let mut written = Vec::with_capacity(remaining.len());
@@ -140,7 +141,7 @@ impl<F: StorageFile> Segment<F> {
             remaining = rest;
         }
         let index_position = (self.entries.len() * INDEX_ENTRY_SIZE) as u64;
-        let (result, _) = self.index.write_at(vec![index_bytes], index_position).await;
+        let (result, _) = self.index.write_at(vec![PoolSlice::plain(index_bytes)], index_position).await;
         if result.is_err() {
             return (result, written);
         }
@@ -153,54 +154,6 @@ impl<F: StorageFile> Segment<F> {
     pub async fn sync(&self) -> io::Result<()> {
         self.log.sync().await?;
         self.index.sync().await
-    }
-
-    /// Appends to `out` the messages from `from` on, at most `max_messages`, reading one
-    /// contiguous range of whole batches. Each batch is checked (`validate`: its checksums;
-    /// otherwise its lengths) before any of it is appended; the read stops at the first
-    /// that fails and reports it.
-    pub async fn read(
-        &self,
-        from: u64,
-        max_messages: u32,
-        max_bytes: usize,
-        validate: bool,
-        out: &mut Vec<u8>,
-    ) -> io::Result<SegmentRead> {
-        let Some(first) = segment::find_by_offset(&self.entries, from.saturating_sub(self.start_offset)) else {
-            return Ok(SegmentRead::default());
-        };
-        if !within_frame(&self.entries[first]) {
-            return Ok(SegmentRead { messages: 0, damaged: Some(self.damaged(&self.entries[first])) });
-        }
-        let mut last = first;
-        let first_base = self.start_offset + self.entries[first].relative_offset as u64;
-        let mut available = first_base + self.entries[first].message_count as u64 - from.max(first_base);
-        let mut bytes = self.entries[first].length as usize;
-        while last + 1 < self.entries.len()
-            && available < max_messages as u64
-            && bytes < max_bytes
-            && within_frame(&self.entries[last + 1])
-        {
-            last += 1;
-            available += self.entries[last].message_count as u64;
-            bytes += self.entries[last].length as usize;
-        }
-        let start = self.entries[first].position as u64;
-        let (result, buf) = self.log.read_exact_at(vec![0u8; bytes], start).await;
-        result?;
-        let mut read = SegmentRead::default();
-        let mut position = 0;
-        for entry in &self.entries[first..=last] {
-            let record = &buf[position..position + entry.length as usize];
-            if !batch_matches(record, entry, self.start_offset, validate) {
-                read.damaged = Some(self.damaged(entry));
-                break;
-            }
-            read.messages += batch::append_slice(record, from, max_messages - read.messages, out);
-            position += entry.length as usize;
-        }
-        Ok(read)
     }
 
     /// Where a damaged batch is, for logs and metrics.
@@ -232,9 +185,9 @@ impl<F: StorageFile> Segment<F> {
         }
         let entries = self.entries[from..to].to_vec();
         let Some(first) = entries.first() else { return Ok((entries, Vec::new())) };
-        let (result, buf) = self.log.read_exact_at(vec![0u8; bytes], first.position as u64).await;
+        let (result, buf) = self.log.read_exact_at(scratch(bytes), first.position as u64).await;
         result?;
-        Ok((entries, buf))
+        Ok((entries, buf.into_inner().to_vec()))
     }
 
     /// The offset of the first batch stamped at or after `timestamp`, if this segment has one.

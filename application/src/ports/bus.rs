@@ -4,21 +4,26 @@
 //! - `call` delivers the request to the target shard's inbox and resolves with that shard's
 //!   reply. A full inbox applies back-pressure (the call waits); a request is never dropped.
 //! - A call to the caller's own shard is allowed and behaves like any other.
-//! - Requests and replies are plain owned data, so any adapter can carry them across threads.
+//! - Requests and replies are plain owned data, so any adapter can carry them across threads;
+//!   a send's batch crosses as the range of the request frame it arrived in, and a poll's
+//!   reply as the frame its batches were read into.
 
 use rill_domain::Namespace;
+use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::PollingStrategy;
 use rill_domain::wire::encode::EncodedRequest;
 
+use crate::memory_pool::PoolSlice;
 use crate::partition::{ConsumerKey, PartitionSettings};
 
 /// An operation on one partition, executed by the partition's owning shard.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum PartitionOp {
     Send {
         messages_count: u32,
-        batch: Vec<u8>,
+        /// The batch, as the range of the request frame it arrived in.
+        batch: PoolSlice,
         stream_id: u32,
         topic_id: u32,
     },
@@ -54,7 +59,7 @@ pub enum PartitionOp {
 }
 
 /// What travels over the bus.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum ShardRequest {
     Partition {
         namespace: Namespace,
@@ -74,15 +79,62 @@ pub enum ShardRequest {
     },
 }
 
+impl ShardRequest {
+    /// The request's kind, for logs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ShardRequest::Partition { .. } => "partition",
+            ShardRequest::Metadata { .. } => "metadata",
+            ShardRequest::FlushAll => "flush_all",
+            ShardRequest::Execute { .. } => "execute",
+        }
+    }
+}
+
 /// A reply body on success, or the error code to put on the wire.
 pub type ShardReply = Result<Vec<u8>, ErrorCode>;
+
+/// A reply as it travels: a body the dispatcher frames, or a frame built in place (a poll's
+/// batches read straight into it) whose first `HEADER_SIZE` bytes are left for the reply
+/// header.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    Body(Vec<u8>),
+    Frame(PoolSlice),
+}
+
+impl Reply {
+    /// The reply's body, without the header room of a frame.
+    pub fn body(&self) -> &[u8] {
+        match self {
+            Reply::Body(body) => body,
+            Reply::Frame(frame) => &frame[HEADER_SIZE..],
+        }
+    }
+
+    pub fn into_body(self) -> Vec<u8> {
+        match self {
+            Reply::Body(body) => body,
+            frame => frame.body().to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Reply {
+    fn from(body: Vec<u8>) -> Self {
+        Reply::Body(body)
+    }
+}
+
+/// A reply on success, or the error code to put on the wire.
+pub type BusReply = Result<Reply, ErrorCode>;
 
 #[allow(async_fn_in_trait)]
 pub trait ShardBus {
     /// This shard's id.
     fn shard_id(&self) -> u16;
     fn shard_count(&self) -> u16;
-    async fn call(&self, shard: u16, request: ShardRequest) -> ShardReply;
+    async fn call(&self, shard: u16, request: ShardRequest) -> BusReply;
 }
 
 /// The error a call gets when the target shard is gone (it is shutting down).

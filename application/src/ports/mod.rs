@@ -11,7 +11,7 @@ pub mod pinning;
 pub mod replica_network;
 pub mod storage;
 
-pub use bus::{ConnectionHandoff, PartitionOp, ShardBus, ShardReply, ShardRequest};
+pub use bus::{BusReply, ConnectionHandoff, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest};
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;
 pub use gateway::Gateway;

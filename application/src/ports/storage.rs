@@ -1,8 +1,9 @@
 //! Storage port: files and directories with owned buffers, in the io_uring completion style.
 //!
 //! Contract:
-//! - Buffers move into a call and come back with its result, so an adapter can hand them to
-//!   the kernel without copying.
+//! - Buffers are ranges of pooled buffers (`PoolSlice`). They move into a call and come back
+//!   with its result, so an adapter can hand them to the kernel without copying: a write
+//!   sends each range as it is, a read fills the range it was given.
 //! - `write_at` writes every byte of every buffer, in order, from `position`, or fails.
 //! - `read_exact_at` fills the whole buffer or fails with `UnexpectedEof`.
 //! - Written bytes are durable only after `sync` returns; a crash may drop or tear unsynced
@@ -16,11 +17,13 @@
 use std::io;
 use std::path::Path;
 
+use crate::memory_pool::PoolSlice;
+
 #[allow(async_fn_in_trait, clippy::len_without_is_empty)]
 pub trait StorageFile {
     async fn len(&self) -> io::Result<u64>;
-    async fn read_exact_at(&self, buf: Vec<u8>, position: u64) -> (io::Result<()>, Vec<u8>);
-    async fn write_at(&self, bufs: Vec<Vec<u8>>, position: u64) -> (io::Result<()>, Vec<Vec<u8>>);
+    async fn read_exact_at(&self, buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice);
+    async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>);
     async fn sync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
 }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use rill_domain::vsr::{Checkpoint, Durable, Entry, EntryError, Superblock};
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
 const SUPERBLOCK_MAGIC: &[u8; 8] = b"RILLSB02";
@@ -127,8 +128,8 @@ async fn read_all<S: Storage>(storage: &S, path: &Path) -> io::Result<Option<Vec
     }
     let file = storage.open(path).await?;
     let len = file.len().await?;
-    let (result, bytes) = file.read_exact_at(vec![0u8; len as usize], 0).await;
-    result.map(|()| Some(bytes))
+    let (result, bytes) = file.read_exact_at(PoolSlice::plain(vec![0u8; len as usize]), 0).await;
+    result.map(|()| Some(bytes.into_inner().to_vec()))
 }
 
 /// Replaces `name` in `dir` with `bytes` so that a crash leaves the old or the new file.
@@ -138,7 +139,7 @@ async fn replace_file<S: Storage>(storage: &S, dir: &Path, name: &str, bytes: Ve
         storage.remove_file(&temporary).await?;
     }
     let file = storage.open(&temporary).await?;
-    let (result, _) = file.write_at(vec![bytes], 0).await;
+    let (result, _) = file.write_at(vec![PoolSlice::plain(bytes)], 0).await;
     result?;
     file.sync().await?;
     drop(file);
@@ -173,7 +174,7 @@ impl<S: Storage> VsrJournal<S> {
         let path = dir.join("journal.wal");
         let file = storage.open(&path).await.map_err(io_error(&path))?;
         let len = file.len().await.map_err(io_error(&path))?;
-        let (result, bytes) = file.read_exact_at(vec![0u8; len as usize], 0).await;
+        let (result, bytes) = file.read_exact_at(PoolSlice::plain(vec![0u8; len as usize]), 0).await;
         result.map_err(io_error(&path))?;
         let scan = scan(&bytes);
         if let Some((position, trailing)) = scan.corrupt {
@@ -205,7 +206,7 @@ impl<S: Storage> VsrJournal<S> {
     pub async fn append(&mut self, entry: &Entry) -> io::Result<()> {
         let bytes = entry.encode();
         let len = bytes.len() as u64;
-        let (result, _) = self.file.write_at(vec![bytes], self.len).await;
+        let (result, _) = self.file.write_at(vec![PoolSlice::plain(bytes)], self.len).await;
         result?;
         self.file.sync().await?;
         self.len += len;
@@ -220,7 +221,7 @@ impl<S: Storage> VsrJournal<S> {
     /// covers. A crash in between leaves extra entries, which opening skips.
     pub async fn write_checkpoint(&mut self, storage: &S, checkpoint: &Checkpoint) -> io::Result<()> {
         replace_file(storage, &self.dir, "checkpoint", checkpoint.encode()).await?;
-        let (result, bytes) = self.file.read_exact_at(vec![0u8; self.len as usize], 0).await;
+        let (result, bytes) = self.file.read_exact_at(PoolSlice::plain(vec![0u8; self.len as usize]), 0).await;
         result?;
         let mut kept = Vec::new();
         for entry in scan(&bytes).entries.iter().filter(|entry| entry.op > checkpoint.op) {

@@ -237,7 +237,6 @@ impl<E: Env> Shard<E> {
                 tracing::info!(partition = %namespace_label(namespace), "partition takes writes again");
             }
             partition.refresh(&log);
-            self.release_spent(&mut log);
         }
     }
 

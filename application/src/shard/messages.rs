@@ -8,8 +8,9 @@ use rill_domain::identifier::Identifier;
 use rill_domain::wire::command::{Consumer, Partitioning, PollRequest, TopicRef};
 
 use super::Shard;
+use crate::memory_pool::PoolSlice;
 use crate::partition::ConsumerKey;
-use crate::ports::{Env, MetadataRead, PartitionOp, ShardReply};
+use crate::ports::{BusReply, Env, MetadataRead, PartitionOp};
 
 /// A string consumer id is keyed by XXH32 of its name, as upstream does.
 fn consumer_id(identifier: &Identifier) -> u32 {
@@ -74,36 +75,36 @@ impl<E: Env> Shard<E> {
     }
 
     /// Validates one batch and appends it on the owning shard; replies with the confirmation.
+    /// The batch is the range of the request frame it arrived in, and moves on as it is: to
+    /// the owner, into its journal, to the segment write.
     pub async fn send_messages(
         &self,
         topic: &TopicRef,
         partitioning: &Partitioning,
         messages_count: u32,
-        bytes: &[u8],
-    ) -> ShardReply {
+        batch: PoolSlice,
+    ) -> BusReply {
         let (stream_id, topic_id, count) = self.resolve_topic(topic)?;
         let partition_id = self.choose_partition(stream_id, topic_id, count, partitioning)?;
         if partition_id >= count {
             return Err(ErrorCode::PartitionNotFound);
         }
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
-        batch::validate(bytes, messages_count)?;
-        let mut batch = self.shared.pool.acquire(bytes.len());
-        batch.copy_from_slice(bytes);
+        batch::validate(&batch, messages_count)?;
         let op = PartitionOp::Send { messages_count, batch, stream_id, topic_id };
         self.route_partition(namespace, op).await
     }
 
     /// Polls one partition. A consumer-group poll is served only from a partition the
     /// caller's session owns in the group; otherwise the reply asks the member to re-sync.
-    pub async fn poll_messages(&self, client: u128, request: &PollRequest) -> ShardReply {
+    pub async fn poll_messages(&self, client: u128, request: &PollRequest) -> BusReply {
         if let Consumer::Group(group) = &request.consumer {
             let partition = request.partition_id.ok_or(ErrorCode::PartitionNotFound)?;
             let (key, count) = self.resolve_group(&request.topic, group)?;
             if !self.shared.groups.owns(key, client, partition, count, self.now_us()) {
                 let mut out = Vec::new();
                 rill_domain::wire::response::poll_prefix(&mut out, RESYNC_PARTITION, 0, 0);
-                return Ok(out);
+                return Ok(out.into());
             }
         }
         let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;
@@ -123,7 +124,7 @@ impl<E: Env> Shard<E> {
         topic: &TopicRef,
         partition_id: Option<u32>,
         op: impl FnOnce(ConsumerKey) -> PartitionOp,
-    ) -> ShardReply {
+    ) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
         let key = self.consumer_key(consumer, topic)?;
         self.route_partition(namespace, op(key)).await
@@ -135,7 +136,7 @@ impl<E: Env> Shard<E> {
         consumer: &Consumer,
         topic: &TopicRef,
         partition_id: Option<u32>,
-    ) -> ShardReply {
+    ) -> BusReply {
         self.offset_op(consumer, topic, partition_id, |key| PartitionOp::GetOffset { key }).await
     }
 
@@ -145,7 +146,7 @@ impl<E: Env> Shard<E> {
         topic: &TopicRef,
         partition_id: Option<u32>,
         offset: u64,
-    ) -> ShardReply {
+    ) -> BusReply {
         self.offset_op(consumer, topic, partition_id, |key| PartitionOp::StoreOffset { key, offset }).await
     }
 
@@ -154,17 +155,17 @@ impl<E: Env> Shard<E> {
         consumer: &Consumer,
         topic: &TopicRef,
         partition_id: Option<u32>,
-    ) -> ShardReply {
+    ) -> BusReply {
         self.offset_op(consumer, topic, partition_id, |key| PartitionOp::DeleteOffset { key }).await
     }
 
-    pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> ShardReply {
+    pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id)?;
         self.route_partition(namespace, PartitionOp::Flush { fsync }).await
     }
 
     /// Deletes the oldest sealed segments of one partition.
-    pub async fn delete_segments(&self, topic: &TopicRef, partition_id: u32, segments_count: u32) -> ShardReply {
+    pub async fn delete_segments(&self, topic: &TopicRef, partition_id: u32, segments_count: u32) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id)?;
         self.route_partition(namespace, PartitionOp::DeleteSegments { count: segments_count }).await
     }

@@ -12,14 +12,18 @@ use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response;
 
 use super::{Shard, queries};
-use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::ports::{Env, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest, Storage};
 
 impl<E: Env> Shard<E> {
     /// Runs one metadata operation from a client; returns the result-framed reply body.
     pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
         if self.writer.is_none() {
             self.shared.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
-            return self.bus.call(0, ShardRequest::Metadata { operation, body: body.to_vec() }).await;
+            return self
+                .bus
+                .call(0, ShardRequest::Metadata { operation, body: body.to_vec() })
+                .await
+                .map(Reply::into_body);
         }
         self.commit_metadata(operation, body).await
     }

@@ -33,7 +33,7 @@ pub use replication::{MetadataWriter, ReplicaRole};
 
 use crate::credentials::RootSeed;
 use crate::partition::PartitionLog;
-use crate::ports::{Clock, Env, MetadataRead, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::ports::{BusReply, Clock, Env, MetadataRead, Reply, ShardBus, ShardRequest, Storage};
 use crate::replication::{JournalError, Membership, Replication};
 use crate::shared::{PartitionSnapshot, PartitionStats, Shared};
 
@@ -296,12 +296,12 @@ impl<E: Env> Shard<E> {
     }
 
     /// Serves a request that arrived over the bus.
-    pub async fn on_bus_request(&self, request: ShardRequest) -> ShardReply {
+    pub async fn on_bus_request(&self, request: ShardRequest) -> BusReply {
         match request {
             ShardRequest::Partition { namespace, op } => self.execute_partition(namespace, op).await,
-            ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await,
-            ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, &request).await,
-            ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new()).map_err(|error| {
+            ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await.map(Reply::Body),
+            ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, request).await,
+            ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new().into()).map_err(|error| {
                 tracing::error!(%error, "flushing partitions failed");
                 ErrorCode::IoError
             }),
@@ -347,7 +347,6 @@ impl<E: Env> Shard<E> {
                 failure.get_or_insert(error);
             }
             partition.refresh(&log);
-            self.release_spent(&mut log);
             partition.closed.set(true);
         }
         failure.map_or(Ok(()), Err)
@@ -359,13 +358,6 @@ impl<E: Env> Shard<E> {
         let file = self.storage.open(&marker).await?;
         crate::ports::StorageFile::sync(&file).await?;
         self.storage.sync_dir(self.data_path()).await
-    }
-
-    /// Returns the buffers a partition has written to the memory pool.
-    fn release_spent(&self, log: &mut PartitionLog<E::Storage>) {
-        for buffer in log.take_spent() {
-            self.shared.pool.release(buffer);
-        }
     }
 
     /// A topic's settings as its partitions run them, with the server's defaults.
@@ -383,7 +375,7 @@ impl<E: Env> Shard<E> {
         let mut failure = None;
         for shard in 0..self.shared.shard_count {
             let result = if shard == self.shard_id {
-                self.flush_owned().await.map(|()| Vec::new()).map_err(|_| ErrorCode::IoError)
+                self.flush_owned().await.map(|()| Vec::new().into()).map_err(|_| ErrorCode::IoError)
             } else {
                 self.bus.call(shard, ShardRequest::FlushAll).await
             };

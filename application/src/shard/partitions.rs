@@ -13,9 +13,10 @@ use rill_domain::wire::response;
 
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
-use crate::partition::{ConsumerKey, PartitionLog, PartitionSettings};
-use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::partition::{ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, PartitionSettings, Polled, REPLY_ROOM};
+use crate::ports::{BusReply, Env, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest, Storage};
 use crate::shared::PartitionStats;
+use rill_domain::constants::HEADER_SIZE;
 
 fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
     move |error| {
@@ -26,7 +27,7 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
 
 impl<E: Env> Shard<E> {
     /// Runs `op` on the partition's owner: here, or over the bus.
-    pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> ShardReply {
+    pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
         let owner = self.shared.owner(namespace);
         if owner == self.shard_id {
             return self.execute_partition(namespace, op).await;
@@ -61,19 +62,26 @@ impl<E: Env> Shard<E> {
         self.partitions.borrow().get(&namespace).cloned().ok_or(ErrorCode::PartitionNotFound)
     }
 
-    /// Executes one operation on a partition this shard owns.
-    pub(super) async fn execute_partition(&self, namespace: Namespace, op: PartitionOp) -> ShardReply {
-        match op {
+    /// Executes one operation on a partition this shard owns. A poll holds the partition's
+    /// lock only to plan (and to report or commit after); its disk reads run without it.
+    pub(super) async fn execute_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
+        let op = match op {
             PartitionOp::Open { settings, fresh } => {
                 return self
                     .open_partition(namespace, settings, fresh)
                     .await
-                    .map(|()| Vec::new())
+                    .map(|()| Vec::new().into())
                     .map_err(io_failure("opening a partition"));
             }
-            PartitionOp::Remove => return Ok(self.remove_partition(namespace).await),
-            _ => {}
-        }
+            PartitionOp::Remove => {
+                self.remove_partition(namespace).await;
+                return Ok(Vec::new().into());
+            }
+            PartitionOp::Poll { key, strategy, count, auto_commit } => {
+                return self.poll(namespace, key, strategy, count, auto_commit).await;
+            }
+            op => op,
+        };
         let partition = self.owned(namespace)?;
         let mut log = partition.log.lock().await;
         if partition.closed.get() {
@@ -81,22 +89,18 @@ impl<E: Env> Shard<E> {
         }
         let reply = self.execute_locked(namespace, &mut log, op).await;
         partition.refresh(&log);
-        self.release_spent(&mut log);
-        reply
+        reply.map(Reply::Body)
     }
 
-    async fn remove_partition(&self, namespace: Namespace) -> Vec<u8> {
+    async fn remove_partition(&self, namespace: Namespace) {
         let removed = self.partitions.borrow_mut().remove(&namespace);
         self.shared.partitions.pin().remove(&namespace);
         if let Some(partition) = removed {
             partition.closed.set(true);
-            // Wait for operations in flight on it to finish before its files go.
-            let mut log = partition.log.lock().await;
-            for buffer in log.take_all_buffers() {
-                self.shared.pool.release(buffer);
-            }
+            // Wait for operations in flight on it to finish before its files go; its
+            // journal's buffers go back to the pool with the log.
+            drop(partition.log.lock().await);
         }
-        Vec::new()
     }
 
     async fn execute_locked(
@@ -112,9 +116,6 @@ impl<E: Env> Shard<E> {
                 let mut out = Vec::new();
                 response::send_confirmation(&mut out, stream_id, topic_id, partition_id, appended.base_offset);
                 Ok(out)
-            }
-            PartitionOp::Poll { key, strategy, count, auto_commit } => {
-                self.poll(log, namespace, key, strategy, count, auto_commit).await
             }
             PartitionOp::GetOffset { key } => {
                 let mut out = Vec::new();
@@ -151,52 +152,70 @@ impl<E: Env> Shard<E> {
                 log.purge(&self.storage).await.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
-            PartitionOp::Open { .. } | PartitionOp::Remove => {
-                unreachable!("lifecycle operations are handled before locking")
+            PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {
+                unreachable!("handled before locking")
             }
         }
     }
 
+    /// A poll: planned under the partition's lock (the start offset, the batches to read, the
+    /// journal's copied in), read after it; the lock is taken again only to report damage
+    /// or to auto-commit.
     async fn poll(
         &self,
-        log: &mut PartitionLog<E::Storage>,
         namespace: Namespace,
         key: ConsumerKey,
         strategy: PollingStrategy,
         count: u32,
         auto_commit: bool,
-    ) -> ShardReply {
-        let cursor = PartitionCursor {
-            first_offset: log.first_offset(),
-            next_offset: log.next_offset(),
-            stored_offset: log.offsets.get(key),
+    ) -> BusReply {
+        let partition = self.owned(namespace)?;
+        let (start, current_offset, plan) = {
+            let log = partition.log.lock().await;
+            if partition.closed.get() {
+                return Err(ErrorCode::PartitionNotFound);
+            }
+            let cursor = PartitionCursor {
+                first_offset: log.first_offset(),
+                next_offset: log.next_offset(),
+                stored_offset: log.offsets.get(key),
+            };
+            let start = match strategy {
+                PollingStrategy::Timestamp(timestamp) if count > 0 => log.offset_at_timestamp(timestamp),
+                strategy => polling::start_offset(strategy, count, cursor),
+            };
+            let plan = start.map(|start| log.plan_poll(start, count, self.shared.pool));
+            (start, log.current_offset(), plan)
         };
-        let start = match strategy {
-            PollingStrategy::Timestamp(timestamp) if count > 0 => log.offset_at_timestamp(timestamp),
-            strategy => polling::start_offset(strategy, count, cursor),
+        let polled = match plan {
+            Some(plan) => plan.read().await.map_err(io_failure("a poll read"))?,
+            None => {
+                let mut frame = self.shared.pool.acquire(REPLY_ROOM);
+                frame.truncate(REPLY_ROOM);
+                Polled { frame: frame.whole(), messages: 0, damaged: None }
+            }
         };
-        let mut out = Vec::new();
-        response::poll_prefix(&mut out, namespace.partition_id(), log.current_offset(), 0);
-        let Some(start) = start else { return Ok(out) };
-        let read = log.read(start, count, &mut out).await.map_err(io_failure("a poll read"))?;
-        if let Some(damaged) = &read.damaged {
-            self.report_damaged(log, namespace, damaged, "poll");
-            if read.messages == 0 {
-                // Nothing before the damaged batch: the poll fails rather than skip it.
-                self.shared.data.damaged_reads.fetch_add(1, Ordering::Relaxed);
-                return Err(ErrorCode::InvalidMessageChecksum);
+        if polled.damaged.is_some() || (auto_commit && polled.messages > 0) {
+            let mut log = partition.log.lock().await;
+            if let Some(damaged) = &polled.damaged {
+                self.report_damaged(&mut log, namespace, damaged, "poll");
+                if polled.messages == 0 {
+                    // Nothing before the damaged batch: the poll fails rather than skip it.
+                    self.shared.data.damaged_reads.fetch_add(1, Ordering::Relaxed);
+                    return Err(ErrorCode::InvalidMessageChecksum);
+                }
+            }
+            if auto_commit && polled.messages > 0 {
+                let fsync = log.settings.consumer_offset_fsync;
+                let last = start.unwrap_or(0).max(log.first_offset()) + polled.messages as u64 - 1;
+                log.offsets.store(&self.storage, key, last, fsync).await.map_err(io_failure("auto-commit"))?;
             }
         }
-        let read = read.messages;
-        out[12..16].copy_from_slice(&read.to_le_bytes());
-        if auto_commit && read > 0 {
-            let fsync = log.settings.consumer_offset_fsync;
-            log.offsets
-                .store(&self.storage, key, start + read as u64 - 1, fsync)
-                .await
-                .map_err(io_failure("auto-commit"))?;
-        }
-        Ok(out)
+        let Polled { mut frame, messages, .. } = polled;
+        let mut prefix = Vec::with_capacity(POLL_PREFIX_SIZE);
+        response::poll_prefix(&mut prefix, namespace.partition_id(), current_offset, messages);
+        frame[HEADER_SIZE..REPLY_ROOM].copy_from_slice(&prefix);
+        Ok(Reply::Frame(frame))
     }
 }
 
@@ -208,13 +227,12 @@ impl<E: Env> Shard<E> {
         &self,
         namespace: Namespace,
         log: &mut PartitionLog<E::Storage>,
-        batch: Vec<u8>,
+        batch: crate::memory_pool::PoolSlice,
     ) -> Result<crate::partition::Appended, ErrorCode> {
         let data = &self.shared.data;
         // The free space last read, less what was appended since: the floor holds even
         // when producers fill the disk faster than it is read.
         if data.disk_available.load(Ordering::Relaxed) < data.disk_floor.load(Ordering::Relaxed) {
-            self.shared.pool.release(batch);
             data.below_floor.store(true, Ordering::Relaxed);
             data.sends_refused.fetch_add(1, Ordering::Relaxed);
             return Err(ErrorCode::CannotAppendMessage);

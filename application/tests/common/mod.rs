@@ -4,10 +4,19 @@
 
 use std::path::Path;
 
+use std::sync::OnceLock;
+
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
-use rill_application::partition::{DamagedBatch, PartitionLog, PartitionSettings};
+use rill_application::memory_pool::{MemoryPool, PoolSlice};
+use rill_application::partition::{DamagedBatch, PartitionLog, PartitionSettings, REPLY_ROOM};
 use rill_domain::batch::{self, BatchHeader};
+
+/// One small pool for every test of a test binary.
+pub fn pool() -> &'static MemoryPool {
+    static POOL: OnceLock<&'static MemoryPool> = OnceLock::new();
+    POOL.get_or_init(|| MemoryPool::new(512 << 20, 64).expect("pool").leak())
+}
 
 /// Fsync as the topic says, flush every `messages_required_to_save` messages, verify reads.
 pub fn settings(segment_size_bytes: u64, enforce_fsync: bool, messages_required_to_save: u32) -> PartitionSettings {
@@ -23,11 +32,11 @@ pub fn settings(segment_size_bytes: u64, enforce_fsync: bool, messages_required_
 }
 
 /// `count` messages `message-<n>` from `first`, with ids `first + 1`, ...
-pub fn batch_of(first: u32, count: u32) -> Vec<u8> {
+pub fn batch_of(first: u32, count: u32) -> PoolSlice {
     let payloads: Vec<Vec<u8>> = (first..first + count).map(|i| format!("message-{i:04}").into_bytes()).collect();
     let messages: Vec<(u128, &[u8], &[u8])> =
         payloads.iter().enumerate().map(|(i, p)| (first as u128 + i as u128 + 1, p.as_slice(), &b""[..])).collect();
-    batch::build(&messages, 1000)
+    batch::build(&messages, 1000).into()
 }
 
 /// The messages of poll records: (offset, payload); every record must verify.
@@ -51,11 +60,10 @@ pub fn messages(records: &[u8]) -> Vec<(u64, String)> {
 /// Reads up to `count` messages from `start`: what came back, and the damaged batch the
 /// read stopped at.
 pub fn read(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> (Vec<(u64, String)>, Option<DamagedBatch>) {
-    let mut out = Vec::new();
-    let result = block_on(log.read(start, count, &mut out)).unwrap();
-    let read = messages(&out);
-    assert_eq!(read.len() as u32, result.messages);
-    (read, result.damaged)
+    let polled = block_on(log.poll(start, count, pool())).unwrap();
+    let read = messages(&polled.frame[REPLY_ROOM..]);
+    assert_eq!(read.len() as u32, polled.messages);
+    (read, polled.damaged)
 }
 
 /// Opens `/p`; `clean` says the last stop was graceful.

@@ -118,16 +118,36 @@ fn a_flipped_payload_byte_is_damage_and_a_cut_batch_is_malformed() {
 fn dropping_frames_renumbers_and_reseals() {
     let batch = build(&[(1, b"a", b""), (2, b"bb", b""), (3, b"ccc", b"")], ORIGIN);
     let mut kept = batch.clone();
-    assert_eq!(drop_frames(&mut kept, &[true, false, true]), 1);
+    let (count, len) = drop_frames(&mut kept, &[true, false, true]);
+    kept.truncate(len);
+    assert_eq!(count, 1);
     assert_eq!(validate(&kept, 1).map(|h| h.message_count), Ok(1));
     assert_eq!(message_ids(&kept).collect::<Vec<_>>(), vec![2]);
     let mut kept = batch.clone();
-    assert_eq!(drop_frames(&mut kept, &[false, true, false]), 2);
+    let (count, len) = drop_frames(&mut kept, &[false, true, false]);
+    kept.truncate(len);
+    assert_eq!(count, 2);
     assert!(validate(&kept, 2).is_ok(), "deltas 0 and 1, checksums recomputed");
     assert_eq!(message_ids(&kept).collect::<Vec<_>>(), vec![1, 3]);
     let mut untouched = batch.clone();
-    assert_eq!(drop_frames(&mut untouched, &[true, true, true]), 0);
+    assert_eq!(drop_frames(&mut untouched, &[true, true, true]), (0, batch.len()));
     assert_eq!(untouched, batch);
-    assert_eq!(drop_frames(&mut untouched, &[false, false, false]), 3);
+    assert_eq!(drop_frames(&mut untouched, &[false, false, false]), (3, batch.len()));
     assert_eq!(untouched, batch);
+}
+
+#[test]
+fn a_part_is_where_the_selected_frames_lie() {
+    let mut batch = build(&[(1, b"a", b""), (2, b"bb", b""), (3, b"ccc", b"")], ORIGIN);
+    stamp(&mut batch, 0, 10, 42);
+    let frame = |n: usize| frames(&batch).nth(n).unwrap();
+    assert_eq!(part(&batch, 10, 5), Some((BATCH_HEADER_SIZE..batch.len(), 3)));
+    assert_eq!(part(&batch, 11, 1), Some((frame(1).start..frame(1).end, 1)));
+    assert_eq!(part(&batch, 0, 2), Some((frame(0).start..frame(1).end, 2)));
+    assert_eq!((part(&batch, 13, 5), part(&batch, 10, 0)), (None, None));
+    let mut out = vec![0u8; batch.len()];
+    let (count, len) = copy_part(&batch, 11, 2, &mut out);
+    assert_eq!(count, 2);
+    assert!(verify_stored(&out[..len]), "a copied part is a batch of its own");
+    assert_eq!(BatchHeader::read(&out).base_offset, 10, "base fields kept, deltas kept");
 }

@@ -94,8 +94,17 @@ pub fn encode_reply(request: &RequestHeader, commit: u64, status: u32, body: &[u
 /// recycled buffer: every header byte is written, reserved ones as zero).
 pub fn write_reply(out: &mut [u8], request: &RequestHeader, commit: u64, status: u32, body: &[u8]) {
     assert_eq!(out.len(), HEADER_SIZE + body.len(), "reply buffer must fit header and body exactly");
-    out[..HEADER_SIZE].fill(0);
-    out[48..52].copy_from_slice(&((HEADER_SIZE + body.len()) as u32).to_le_bytes());
+    out[HEADER_SIZE..].copy_from_slice(body);
+    write_reply_header(out, request, commit, status);
+}
+
+/// Writes the reply header into the first 256 bytes of `frame`, whose body already follows
+/// (a poll's batches were read into it in place); the size field is the whole frame's.
+pub fn write_reply_header(frame: &mut [u8], request: &RequestHeader, commit: u64, status: u32) {
+    let size = frame.len() as u32;
+    let out = &mut frame[..HEADER_SIZE];
+    out.fill(0);
+    out[48..52].copy_from_slice(&size.to_le_bytes());
     out[OFFSET_COMMAND] = COMMAND_REPLY;
     out[128..144].copy_from_slice(&request.request_checksum.to_le_bytes());
     out[160..176].copy_from_slice(&request.client.to_le_bytes());
@@ -105,7 +114,6 @@ pub fn write_reply(out: &mut [u8], request: &RequestHeader, commit: u64, status:
     out[200..208].copy_from_slice(&request.request.to_le_bytes());
     out[208] = request.operation;
     out[216..220].copy_from_slice(&status.to_le_bytes());
-    out[HEADER_SIZE..].copy_from_slice(body);
 }
 
 /// Why a session is refused or ended; the byte at offset 255 of an Eviction frame.

@@ -2,9 +2,10 @@
 //! poll's reply), so a busy server reuses a few sizes of buffer instead of asking the
 //! allocator for a fresh one per request.
 //!
-//! Buffers are plain `Vec<u8>`s, so they move into the storage and transport ports and back
-//! unchanged. A buffer's bucket is known from its capacity alone: each bucket hands out
-//! vectors whose capacity is exactly its size, and `release` files a vector by its capacity.
+//! A buffer is a [`PoolBuf`] that goes back to its bucket when dropped: nothing releases
+//! buffers by hand. Each bucket hands out vectors whose capacity is exactly its size. The
+//! pool lives for the whole process (`leak`), so a buffer needs no reference count to find
+//! its way home from any shard.
 //!
 //! Capacities are multiples of the 4 KiB page, but addresses are whatever the allocator
 //! returns: page-aligned addresses would need an unsafe custom allocation, and Rill does not
@@ -13,9 +14,12 @@
 //! Accounting: the pool counts the bytes of the bucket buffers it has created, in use or
 //! free, and never lets that total pass its budget; past the budget, or above the largest
 //! bucket, `acquire` falls back to a plain allocation of the exact length and counts a miss.
-//! Each bucket counts its buffers in use, and `release` takes a buffer back only while its
-//! bucket has one out. Which physical vector comes back does not matter (same capacity, same
-//! bytes), so the counts stay exact even when a caller releases a vector it did not acquire.
+//! Each bucket counts its buffers in use; a buffer coming home, or lost on the way (a lent
+//! `Vec` that never came back), takes one off, so the counts are exact by construction.
+
+mod buf;
+
+pub use buf::{PoolBuf, PoolHome, PoolSlice};
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -125,6 +129,13 @@ pub struct MemoryPool {
 }
 
 impl MemoryPool {
+    /// Makes the pool live for the rest of the process, which is what lets every buffer
+    /// find its way back to it without a reference count. A server has one; tests leak a
+    /// small one each.
+    pub fn leak(self) -> &'static Self {
+        Box::leak(Box::new(self))
+    }
+
     /// A pool that creates at most `total_bytes` of bucket buffers and keeps at most
     /// `bucket_capacity` free buffers per bucket.
     pub fn new(total_bytes: u64, bucket_capacity: usize) -> Result<Self, PoolError> {
@@ -167,19 +178,20 @@ impl MemoryPool {
     /// a reused buffer keeps what its last user wrote, so callers overwrite all `len` bytes
     /// before reading them or sending them anywhere. Clearing on every reuse would cost a
     /// memset of up to 512 MiB on the hot path.
-    pub fn acquire(&self, len: usize) -> Vec<u8> {
+    pub fn acquire(&'static self, len: usize) -> PoolBuf {
         if !self.is_enabled() {
-            return vec![0; len];
+            return PoolBuf::plain(vec![0; len]);
         }
-        let Some(bucket) = self.bucket_for_len(len) else {
+        let Some(index) = self.bucket_index_for_len(len) else {
             return self.miss(len);
         };
+        let bucket = &self.buckets[index];
         if let Some(mut buf) = bucket.free.pop() {
             self.hits.fetch_add(1, Ordering::Relaxed);
             bucket.in_use.fetch_add(1, Ordering::Relaxed);
             // Shortening keeps the old bytes; only growing past the old length writes zeros.
             buf.resize(len, 0);
-            return buf;
+            return PoolBuf::pooled(buf, self, index);
         }
         if !self.reserve(bucket.size) {
             return self.miss(len);
@@ -189,25 +201,30 @@ impl MemoryPool {
         // from the kernel, so the bytes past `len` cost nothing until written.
         let mut buf = vec![0; bucket.size];
         buf.truncate(len);
-        buf
+        PoolBuf::pooled(buf, self, index)
     }
 
-    /// Gives a buffer back. It is kept for reuse if its capacity is a bucket size, that
-    /// bucket has a buffer out, and the bucket has room; otherwise it is dropped, and if it
-    /// was the pool's its bytes leave the budget. A buffer that grew past its bucket while
-    /// out has a new capacity and is dropped as foreign, leaving its old bucket one buffer
-    /// short of coming home, so callers size buffers with `acquire` and never outgrow them.
-    pub fn release(&self, buf: Vec<u8>) {
-        let Some(bucket) = self.bucket_for_capacity(buf.capacity()) else {
-            return;
-        };
-        let returned = bucket.in_use.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| count.checked_sub(1));
-        if returned.is_err() {
-            return;
+    /// A buffer coming home (its `PoolBuf` was dropped): kept for reuse while the bucket
+    /// has room, otherwise dropped and its bytes leave the budget.
+    fn give_back(&self, bucket: usize, buf: Vec<u8>) {
+        let home = &self.buckets[bucket];
+        home.in_use.fetch_sub(1, Ordering::Relaxed);
+        if buf.capacity() != home.size || home.free.push(buf).is_err() {
+            self.allocated_bytes.fetch_sub(home.size as u64, Ordering::Relaxed);
         }
-        if bucket.free.push(buf).is_err() {
-            self.allocated_bytes.fetch_sub(bucket.size as u64, Ordering::Relaxed);
-        }
+    }
+
+    /// A buffer that will not come home (lent out and dropped elsewhere, or grown past
+    /// its bucket): it leaves the counts and the budget.
+    fn forget(&self, bucket: usize) {
+        let home = &self.buckets[bucket];
+        home.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.allocated_bytes.fetch_sub(home.size as u64, Ordering::Relaxed);
+    }
+
+    /// Whether a vector of `capacity` can go back to `bucket`.
+    fn fits(&self, bucket: usize, capacity: usize) -> bool {
+        self.buckets.get(bucket).is_some_and(|home| home.size == capacity)
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -221,13 +238,9 @@ impl MemoryPool {
     }
 
     /// The smallest bucket that holds `len` bytes.
-    fn bucket_for_len(&self, len: usize) -> Option<&Bucket> {
-        self.buckets.get(BUCKET_SIZES.partition_point(|&size| size < len))
-    }
-
-    fn bucket_for_capacity(&self, capacity: usize) -> Option<&Bucket> {
-        let index = BUCKET_SIZES.binary_search(&capacity).ok()?;
-        self.buckets.get(index)
+    fn bucket_index_for_len(&self, len: usize) -> Option<usize> {
+        let index = BUCKET_SIZES.partition_point(|&size| size < len);
+        (index < self.buckets.len()).then_some(index)
     }
 
     /// Takes `size` bytes out of the budget, or says there is no room.
@@ -240,8 +253,8 @@ impl MemoryPool {
             .is_ok()
     }
 
-    fn miss(&self, len: usize) -> Vec<u8> {
+    fn miss(&self, len: usize) -> PoolBuf {
         self.misses.fetch_add(1, Ordering::Relaxed);
-        vec![0; len]
+        PoolBuf::plain(vec![0; len])
     }
 }
