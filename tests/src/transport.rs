@@ -83,6 +83,12 @@ fn endpoints(tcp_address: &str) -> Option<Endpoints> {
     ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner()).get(tcp_address).cloned()
 }
 
+/// The HTTP listener's address of the server on `tcp_address` (listening when the run's
+/// transport is HTTP or the test enabled it).
+pub fn http_address(tcp_address: &str) -> Option<String> {
+    endpoints(tcp_address).map(|e| e.http)
+}
+
 /// Builds the client for this run's transport from a TCP client configuration, keeping its
 /// address (mapped to the same server's other listener), heartbeat and reconnection.
 pub fn client_for(config: TcpClientConfig) -> Result<ClientWrapper, IggyError> {

@@ -18,4 +18,4 @@ pub use diagnostics::{SimDiagnostics, SimHostMetrics};
 pub use metadata::SimMetadata;
 pub use offload::InlineOffload;
 pub use pinning::SimPinning;
-pub use storage::{SimFile, SimStorage};
+pub use storage::{SimFile, SimStorage, Transfer};

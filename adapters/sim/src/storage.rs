@@ -36,6 +36,24 @@ struct Disk {
     files: BTreeMap<PathBuf, FileState>,
     dirs: BTreeSet<PathBuf>,
     faults: Faults,
+    /// The buffers reads and writes were handed, in order, for tests that prove no copy.
+    transfers: Vec<Transfer>,
+}
+
+/// One buffer a read or a write was handed: which file, whose buffer (its address) and
+/// which range of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfer {
+    pub path: PathBuf,
+    pub write: bool,
+    pub buffer: usize,
+    pub range: std::ops::Range<usize>,
+}
+
+impl Transfer {
+    fn of(path: &Path, write: bool, slice: &PoolSlice) -> Self {
+        Self { path: path.to_path_buf(), write, buffer: slice.buffer().as_ptr() as usize, range: slice.range() }
+    }
 }
 
 /// Capacity reported when none is set: a roomy disk.
@@ -138,6 +156,11 @@ impl SimStorage {
     pub fn paths(&self) -> Vec<PathBuf> {
         self.disk.borrow().files.keys().cloned().collect()
     }
+
+    /// Every buffer reads and writes were handed so far.
+    pub fn transfers(&self) -> Vec<Transfer> {
+        self.disk.borrow().transfers.clone()
+    }
 }
 
 fn missing(path: &Path) -> io::Error {
@@ -151,7 +174,8 @@ impl StorageFile for SimFile {
     }
 
     async fn read_exact_at(&self, mut buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
-        let disk = self.disk.borrow();
+        let mut disk = self.disk.borrow_mut();
+        disk.transfers.push(Transfer::of(&self.path, false, &buf));
         let Some(state) = disk.files.get(&self.path) else { return (Err(missing(&self.path)), buf) };
         let start = position as usize;
         if start + buf.len() > state.written.len() {
@@ -164,6 +188,8 @@ impl StorageFile for SimFile {
 
     async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
         let mut disk = self.disk.borrow_mut();
+        let transfers: Vec<Transfer> = bufs.iter().map(|buf| Transfer::of(&self.path, true, buf)).collect();
+        disk.transfers.extend(transfers);
         if let Err(error) = disk.mutate() {
             return (Err(error), bufs);
         }

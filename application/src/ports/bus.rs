@@ -166,14 +166,19 @@ pub enum ConnectionKind {
     WebSocket,
 }
 
-/// Picks the shard for the next accepted plaintext connection: round-robin over the peer
-/// shards (1..n), so shard 0 keeps its time for listeners, metadata and TLS/QUIC sessions.
-/// With one shard, shard 0 serves everything.
+/// Shard counts up to this serve plaintext connections on every shard, shard 0 included:
+/// with so few cores, keeping one out would idle a large share of the machine.
+pub const SMALL_SHARD_COUNT: u16 = 4;
+
+/// Picks the shard for the next accepted plaintext connection: round-robin over every shard
+/// on a small machine, and over the peer shards (1..n) on a larger one, where shard 0 keeps
+/// its time for listeners, metadata and TLS/QUIC sessions.
 pub fn next_connection_shard(accepted: u64, shard_count: u16) -> u16 {
-    if shard_count <= 1 {
-        return 0;
+    match shard_count {
+        0 | 1 => 0,
+        n if n <= SMALL_SHARD_COUNT => (accepted % u64::from(n)) as u16,
+        n => 1 + (accepted % u64::from(n - 1)) as u16,
     }
-    1 + (accepted % u64::from(shard_count - 1)) as u16
 }
 
 #[cfg(test)]
@@ -181,10 +186,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn connections_rotate_over_peer_shards() {
+    fn connections_rotate_over_every_shard_of_a_small_machine_and_the_peers_of_a_large_one() {
         let picks: Vec<u16> = (0..6).map(|n| next_connection_shard(n, 3)).collect();
-        assert_eq!(picks, vec![1, 2, 1, 2, 1, 2]);
+        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
         assert!((0..5).all(|n| next_connection_shard(n, 1) == 0));
-        assert!((0..5).all(|n| next_connection_shard(n, 2) == 1));
+        let picks: Vec<u16> = (0..4).map(|n| next_connection_shard(n, 2)).collect();
+        assert_eq!(picks, vec![0, 1, 0, 1]);
+        let picks: Vec<u16> = (0..8).map(|n| next_connection_shard(n, 5)).collect();
+        assert_eq!(picks, vec![1, 2, 3, 4, 1, 2, 3, 4]);
     }
 }

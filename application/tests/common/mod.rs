@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod shards;
+
 use std::path::Path;
 
 use std::sync::OnceLock;

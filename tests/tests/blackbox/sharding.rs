@@ -1,5 +1,6 @@
-//! Thread-per-core behaviour seen from outside: connections are handed to peer shards, and
-//! partitions owned by every shard are served from any connection.
+//! Thread-per-core behaviour seen from outside: connections are spread over the shards (all
+//! of them on a small machine, the peers of shard 0 on a larger one), and partitions owned by
+//! every shard are served from any connection.
 
 use iggy::prelude::*;
 use rill_tests::{TestServer, connect_root, id, poll_all, sample_message, topic_options};
@@ -22,19 +23,37 @@ fn serving_shards(server: &TestServer) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn connections_are_served_by_peer_shards() -> anyhow::Result<()> {
-    let server = sharded(3)?;
+/// Opens `count` connections and returns the shard serving each, as logged.
+async fn connect_many(server: &TestServer, count: usize) -> anyhow::Result<(Vec<IggyClient>, Vec<String>)> {
     let mut clients = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..count {
         let client = connect_root(&server.tcp_address()).await?;
         client.get_me().await?;
         clients.push(client);
     }
-    let shards = serving_shards(&server);
-    assert!(shards.len() >= 4, "connections not logged: {shards:?}\n{}", server.logs());
+    let shards = serving_shards(server);
+    assert!(shards.len() >= count, "connections not logged: {shards:?}\n{}", server.logs());
+    Ok((clients, shards))
+}
+
+#[tokio::test]
+async fn a_small_machine_serves_connections_on_every_shard() -> anyhow::Result<()> {
+    let server = sharded(3)?;
+    let (_clients, shards) = connect_many(&server, 6).await?;
+    for shard in ["0", "1", "2"] {
+        assert!(shards.iter().any(|s| s == shard), "shard {shard} served none: {shards:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_larger_machine_keeps_shard_zero_for_listeners() -> anyhow::Result<()> {
+    let server = sharded(5)?;
+    let (_clients, shards) = connect_many(&server, 8).await?;
     assert!(shards.iter().all(|shard| shard != "0"), "shard 0 kept a plaintext connection: {shards:?}");
-    assert!(shards.iter().any(|s| s == "1") && shards.iter().any(|s| s == "2"), "not spread over peers: {shards:?}");
+    for shard in ["1", "2", "3", "4"] {
+        assert!(shards.iter().any(|s| s == shard), "not spread over peers: {shards:?}");
+    }
     Ok(())
 }
 
@@ -56,8 +75,8 @@ async fn partitions_of_every_shard_answer_any_connection() -> anyhow::Result<()>
         writer.create_stream(&format!("stream-{stream}")).await?;
         writer.create_topic(&id(stream), "events", &topic_options(4)).await?;
     }
-    // 12 partitions spread over three shards; both connections sit on peer shards, so most
-    // of these requests travel the bus to their owner and back.
+    // 12 partitions spread over three shards; most of these requests travel the bus to
+    // their owner and back.
     for stream in 0..3u32 {
         for partition in 0..4u32 {
             let seed = u64::from(stream * 100 + partition * 10);

@@ -111,6 +111,43 @@ async fn get_stats_reports_the_process_and_the_host() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_all_kinds_of_traffic_every_pooled_buffer_is_back() -> anyhow::Result<()> {
+    let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true")])?;
+    let http = rill_tests::transport::http_address(&server.tcp_address()).expect("endpoints");
+    let client = connect_root(&server.tcp_address()).await?;
+    let token = client.create_personal_access_token("pool", IggyExpiry::NeverExpire).await?.token;
+    let (stream, topic) = create_stream_and_topic(&client, "pool", "t", 2).await?;
+    let consumer = Consumer::new(id(1));
+    for partition in 0..2 {
+        for round in 0..4u64 {
+            let mut batch: Vec<IggyMessage> = (0..(50 + round * 100)).map(sample_message).collect();
+            client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(partition), &mut batch).await?;
+        }
+        for (offset, count) in [(0, 1000), (3, 1), (120, 70), (5000, 5)] {
+            let strategy = PollingStrategy::offset(offset);
+            client.poll_messages(&id(stream), &id(topic), Some(partition), &consumer, &strategy, count, false).await?;
+        }
+    }
+    // Errors: a partition and a topic that do not exist, then frames no client sends.
+    let strategy = PollingStrategy::offset(0);
+    assert!(client.poll_messages(&id(stream), &id(topic), Some(7), &consumer, &strategy, 1, false).await.is_err());
+    let mut lost = vec![sample_message(1)];
+    assert!(client.send_messages(&id(stream), &id(99), &Partitioning::partition_id(0), &mut lost).await.is_err());
+    for garbage in [rill_tests::raw::garbage(300, 7), rill_tests::raw::garbage(4096, 8)] {
+        let _ = rill_tests::raw::exchange(&server.tcp_address(), &garbage);
+    }
+    for partition in 0..2 {
+        client.flush_unsaved_buffer(&id(stream), &id(topic), partition, true).await?;
+    }
+    drop(client);
+    rill_tests::eventually(Duration::from_secs(10), "no pooled buffer in use", || async {
+        let (_, text) = rill_tests::http::get(&http, "/metrics", Some(&token))?;
+        Ok(rill_tests::http::metric(&text, "rill_memory_pool_in_use_buffers") == Some(0))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_metadata_reports_exactly_one_healthy_leader() -> anyhow::Result<()> {
     let server = TestServer::start()?;
     let client = connect_root(&server.tcp_address()).await?;
