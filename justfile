@@ -37,4 +37,10 @@ bench-transports *FLAGS:
     cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench
     for transport in tcp tcp-tls quic websocket http; do RILL_TEST_TRANSPORT=$transport ./target/release/rill-bench {{FLAGS}}; done
 
+# The shard bus on its own: requests per second through one crossing and back, one call in
+# flight and 32, on the inbox loop and on a task per request for comparison.
+bench-bus:
+    cargo build --release -p rill-adapter-bus-crossfire --example bus_hop
+    for flight in 1 32; do ./target/release/examples/bus_hop --in-flight $flight --requests 200000; ./target/release/examples/bus_hop --spawn --in-flight $flight --requests 200000; done
+
 ci: lint tidy test

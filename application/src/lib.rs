@@ -6,6 +6,7 @@ pub mod authz;
 pub mod credentials;
 pub mod dispatch;
 pub mod groups;
+pub mod inbox;
 pub mod latency;
 pub mod login;
 pub mod login_guard;

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 
 use anyhow::{Context, bail};
 use futures_util::FutureExt;
-use rill_adapter_bus_crossfire::{CrossfireBus, Envelope, Inbox};
+use rill_adapter_bus_crossfire::{CrossfireBus, Inbox};
 use rill_adapter_clock::SystemClock;
 use rill_adapter_diagnostics::{HostDiagnostics, HostStats};
 use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
@@ -211,23 +211,15 @@ fn pin(core: Option<usize>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves a shard's inbox until shutdown: calls from other shards and handed-off connections.
+/// Serves a shard's inbox until shutdown: calls from other shards, and handed-off
+/// connections given to their transport.
 async fn serve_inbox(system: Rc<ProductionShard>, inbox: Inbox) {
-    while let Some(envelope) = inbox.recv().await {
-        match envelope {
-            Envelope::Call { request, reply } => {
-                let system = system.clone();
-                compio::runtime::spawn(async move { reply.reply(system.on_bus_request(request).await) }).detach();
-            }
-            Envelope::Connection { fd, peer, kind: ConnectionKind::Tcp } => {
-                rill_adapter_transport_tcp::adopt(system.clone(), fd, peer)
-            }
-            Envelope::Connection { fd, peer, kind: ConnectionKind::WebSocket } => {
-                rill_adapter_transport_ws::adopt(system.clone(), fd, peer)
-            }
-            Envelope::Shutdown => return,
-        }
-    }
+    let adopter = system.clone();
+    let adopt = move |fd, peer, kind| match kind {
+        ConnectionKind::Tcp => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer),
+        ConnectionKind::WebSocket => rill_adapter_transport_ws::adopt(adopter.clone(), fd, peer),
+    };
+    system.serve_inbox(inbox, adopt).await
 }
 
 fn peer_shard(

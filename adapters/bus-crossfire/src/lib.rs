@@ -10,25 +10,20 @@ use crossfire::mpsc::{self, Array};
 use crossfire::oneshot::{self, TxOneshot};
 use crossfire::{AsyncRx, MAsyncTx};
 use rill_application::ports::bus::ConnectionKind;
-use rill_application::ports::{BusReply, ConnectionHandoff, Gateway, Reply, ShardBus, ShardReply, ShardRequest};
+use rill_application::ports::{
+    BusReply, ConnectionHandoff, Delivery, Gateway, Reply, ShardBus, ShardReply, ShardRequest,
+};
 use rill_domain::wire::encode::EncodedRequest;
 
-/// What a shard's inbox receives.
-pub enum Envelope {
-    /// A request from another shard; answer through `reply`.
-    Call { request: ShardRequest, reply: Responder },
-    /// An accepted TCP connection: the duplicated descriptor and the peer's address.
-    Connection { fd: OwnedFd, peer: SocketAddr, kind: ConnectionKind },
-    /// Stop serving: the shard's event loop ends (its partitions were flushed and closed
-    /// before this is sent).
-    Shutdown,
-}
+/// What a shard's inbox receives: a call answered through a `Responder`, a handed-off
+/// connection, or `Shutdown`.
+pub type Envelope = Delivery<Responder>;
 
 /// Sends one reply back to the calling shard.
 pub struct Responder(TxOneshot<BusReply>);
 
-impl Responder {
-    pub fn reply(self, reply: BusReply) {
+impl rill_application::ports::Responder for Responder {
+    fn reply(self, reply: BusReply) {
         self.0.send(reply);
     }
 }
@@ -45,9 +40,11 @@ pub struct Inbox {
     rx: AsyncRx<Array<Envelope>>,
 }
 
-impl Inbox {
+impl rill_application::ports::Inbox for Inbox {
+    type Responder = Responder;
+
     /// The next envelope, or `None` once every sender is gone.
-    pub async fn recv(&self) -> Option<Envelope> {
+    async fn next(&self) -> Option<Envelope> {
         self.rx.recv().await.ok()
     }
 }
@@ -64,10 +61,10 @@ pub fn bus(shard_count: u16, capacity: usize) -> (Vec<CrossfireBus>, Vec<Inbox>)
 impl ConnectionHandoff for CrossfireBus {
     /// Hands an accepted connection to `shard`. Waits while its inbox is full.
     async fn hand_off(&self, shard: u16, fd: OwnedFd, peer: SocketAddr, kind: ConnectionKind) -> Result<(), OwnedFd> {
-        match self.inboxes[shard as usize].send(Envelope::Connection { fd, peer, kind }).await {
+        match self.inboxes[shard as usize].send(Delivery::Connection { fd, peer, kind }).await {
             Ok(()) => Ok(()),
             Err(error) => match error.0 {
-                Envelope::Connection { fd, .. } => Err(fd),
+                Delivery::Connection { fd, .. } => Err(fd),
                 _ => unreachable!("the envelope sent is the one returned"),
             },
         }
@@ -78,7 +75,7 @@ impl CrossfireBus {
     /// Asks every shard's event loop to stop.
     pub async fn shutdown_all(&self) {
         for inbox in self.inboxes.iter() {
-            let _ = inbox.send(Envelope::Shutdown).await;
+            let _ = inbox.send(Delivery::Shutdown).await;
         }
     }
 }
@@ -94,7 +91,7 @@ impl ShardBus for CrossfireBus {
 
     async fn call(&self, shard: u16, request: ShardRequest) -> BusReply {
         let (tx, rx) = oneshot::oneshot();
-        let envelope = Envelope::Call { request, reply: Responder(tx) };
+        let envelope = Delivery::Call { request, reply: Responder(tx) };
         if self.inboxes[shard as usize].send(envelope).await.is_err() {
             return Err(rill_application::ports::bus::unavailable());
         }

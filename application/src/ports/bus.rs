@@ -158,6 +158,37 @@ pub trait ConnectionHandoff {
     ) -> Result<(), std::os::fd::OwnedFd>;
 }
 
+/// What a shard's inbox delivers: a call from another shard with the means to answer it, a
+/// connection handed off by shard 0, or the order to stop.
+pub enum Delivery<R> {
+    Call {
+        request: ShardRequest,
+        reply: R,
+    },
+    Connection {
+        fd: std::os::fd::OwnedFd,
+        peer: std::net::SocketAddr,
+        kind: ConnectionKind,
+    },
+    /// The shard's partitions were flushed and closed; its event loop ends.
+    Shutdown,
+}
+
+/// Answers one call; dropping it unanswered tells the caller the shard is unavailable.
+pub trait Responder {
+    fn reply(self, reply: BusReply);
+}
+
+/// The receiving end of one shard's inbox.
+///
+/// Contract: `next` resolves with the next delivery in arrival order, or `None` once no shard
+/// can send any more.
+#[allow(async_fn_in_trait)]
+pub trait Inbox {
+    type Responder: Responder;
+    async fn next(&self) -> Option<Delivery<Self::Responder>>;
+}
+
 /// Which protocol a handed-off plaintext connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnectionKind {

@@ -11,7 +11,9 @@ pub mod pinning;
 pub mod replica_network;
 pub mod storage;
 
-pub use bus::{BusReply, ConnectionHandoff, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest};
+pub use bus::{
+    BusReply, ConnectionHandoff, Delivery, Inbox, PartitionOp, Reply, Responder, ShardBus, ShardReply, ShardRequest,
+};
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;
 pub use gateway::Gateway;

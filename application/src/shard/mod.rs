@@ -295,6 +295,16 @@ impl<E: Env> Shard<E> {
         Ok(())
     }
 
+    /// Serves this shard's inbox until shutdown: calls from other shards run here, and each
+    /// handed-off connection goes to `adopt`.
+    pub async fn serve_inbox<I: crate::ports::Inbox>(
+        &self,
+        inbox: I,
+        adopt: impl FnMut(std::os::fd::OwnedFd, std::net::SocketAddr, crate::ports::bus::ConnectionKind),
+    ) {
+        crate::inbox::serve(&inbox, |request| self.on_bus_request(request), adopt).await
+    }
+
     /// Serves a request that arrived over the bus.
     pub async fn on_bus_request(&self, request: ShardRequest) -> BusReply {
         match request {
