@@ -103,7 +103,7 @@ impl<E: Env> Shard<E> {
         let header = RequestHeader::parse(header_bytes);
         let outcome = self.serve(connection, &header, frame).await;
         let command = rill_domain::wire::codes::command_name(header.operation, header.code);
-        self.shared.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));
+        self.shared.telemetry.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));
         outcome
     }
 
@@ -146,7 +146,7 @@ impl<E: Env> Shard<E> {
             }
             Command::Logout => {
                 if connection.bound.take().is_some() {
-                    self.shared.clients.set_user(connection.client_id, None);
+                    self.shared.sessions.clients.set_user(connection.client_id, None);
                 }
                 Outcome::reply(encode_reply(header, self.commit(), 0, &[]))
             }
@@ -210,7 +210,7 @@ impl<E: Env> Shard<E> {
         let session = self.next_session();
         let bound = BoundSession { client: header.client, session, user_id };
         connection.bound.set(Some(bound));
-        self.shared.clients.set_user(connection.client_id, Some(user_id));
+        self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
         let mut body = Vec::new();
         response::login(&mut body, user_id, session);
         Outcome::reply(encode_reply(header, self.commit(), 0, &body))

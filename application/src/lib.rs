@@ -19,4 +19,4 @@ pub mod shared;
 
 pub use dispatch::{BoundSession, Connection, Outcome};
 pub use shard::{HostInfo, MetadataWriter, ServerConfig, Shard, ShardParts, Transport};
-pub use shared::Shared;
+pub use shared::{GatewayContext, Shared};

@@ -1,7 +1,8 @@
-//! State every shard sees: the client registry, login limiting, consumer-group membership,
-//! session numbering, the commit number, and the partition table (owner shard and live
-//! counters of every partition). Everything here is `Send + Sync`; nothing here is on a shard's hot path
-//! except lock-free reads of the partition table.
+//! State every shard sees, in named parts each used by one concern: the partition table
+//! (owner shard and live counters of every partition, lock-free), the sessions (client
+//! registry, login limiting, session numbering), consumer-group membership, the replica's
+//! commit and role, and telemetry (bus and data counters, request latency). Everything here is
+//! `Send + Sync`; on a shard's hot path only the partition table is read, without a lock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
 
 use crate::groups::Groups;
+use crate::latency::RequestLatency;
 use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
 use crate::shard::{ClientRegistry, ServerConfig};
@@ -124,62 +126,82 @@ pub struct DataCounters {
     pub data_directory_bytes: AtomicU64,
 }
 
-pub struct Shared {
-    pub config: ServerConfig,
-    pub shard_count: u16,
-    pub clients: ClientRegistry,
-    pub login_guard: LoginGuard,
-    pub groups: Groups,
-    next_session: AtomicU64,
-    commit: AtomicU64,
-    /// The replica's view, primary and status, packed (see `set_role`), for cluster metadata.
-    role: AtomicU64,
-    pub start_time_us: u64,
-    /// Namespace to owner shard and counters; lock-free for readers.
-    pub partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
-    pub bus: BusCounters,
-    /// Request latency by transport family and request, for `/metrics`.
-    pub latency: crate::latency::RequestLatency,
-    /// Buffers for request bodies, reply frames and journaled batches.
-    pub pool: &'static MemoryPool,
-    pub data: DataCounters,
-    /// The previous run stopped gracefully with everything fsynced: no segment tail can be
-    /// torn, so partitions open without cutting one.
-    pub clean_start: bool,
+/// Every partition's owner shard and live counters; lock-free for readers.
+pub struct PartitionTable {
+    shard_count: u16,
+    partitions: papaya::HashMap<Namespace, Arc<PartitionStats>>,
 }
 
-impl Shared {
-    pub fn new(
-        config: ServerConfig,
-        shard_count: u16,
-        commit: u64,
-        start_time_us: u64,
-        pool: &'static MemoryPool,
-    ) -> Self {
+impl PartitionTable {
+    pub fn new(shard_count: u16) -> Self {
         assert!(shard_count > 0, "at least one shard");
-        let security = config.security;
-        Self {
-            login_guard: LoginGuard::new(security.login_max_failures, security.login_failure_window_us),
-            groups: Groups::new(security.rebalancing_timeout_us),
-            config,
-            shard_count,
-            clients: ClientRegistry::default(),
-            next_session: AtomicU64::new(1),
-            commit: AtomicU64::new(commit),
-            role: AtomicU64::new(1),
-            start_time_us,
-            partitions: papaya::HashMap::new(),
-            bus: BusCounters::default(),
-            latency: crate::latency::RequestLatency::default(),
-            pool,
-            data: DataCounters::default(),
-            clean_start: false,
+        Self { shard_count, partitions: papaya::HashMap::new() }
+    }
+
+    pub fn shard_count(&self) -> u16 {
+        self.shard_count
+    }
+
+    /// The owner of a partition: looked up in the table; a partition not registered yet
+    /// (being created) falls back to the rule the table was built with, Murmur3 over the
+    /// packed namespace.
+    pub fn owner(&self, namespace: Namespace) -> u16 {
+        match self.partitions.pin().get(&namespace) {
+            Some(stats) => stats.shard,
+            None => namespace.shard(self.shard_count),
         }
+    }
+
+    pub fn stats(&self, namespace: Namespace) -> Option<Arc<PartitionStats>> {
+        self.partitions.pin().get(&namespace).cloned()
+    }
+
+    pub fn insert(&self, namespace: Namespace, stats: Arc<PartitionStats>) {
+        self.partitions.pin().insert(namespace, stats);
+    }
+
+    pub fn remove(&self, namespace: Namespace) {
+        self.partitions.pin().remove(&namespace);
+    }
+
+    /// Every registered partition matching `keep`, in order.
+    pub fn namespaces(&self, keep: impl Fn(Namespace) -> bool) -> Vec<Namespace> {
+        let mut found: Vec<Namespace> = self.partitions.pin().keys().copied().filter(|ns| keep(*ns)).collect();
+        found.sort_unstable();
+        found
+    }
+}
+
+/// Who is connected and who may log in: the client registry, the failed-login limiter and
+/// session numbering.
+pub struct Sessions {
+    pub clients: ClientRegistry,
+    pub login_guard: LoginGuard,
+    next_session: AtomicU64,
+}
+
+impl Sessions {
+    pub fn new(login_guard: LoginGuard) -> Self {
+        Self { clients: ClientRegistry::default(), login_guard, next_session: AtomicU64::new(1) }
     }
 
     /// Sessions are strictly increasing and never zero.
     pub fn next_session(&self) -> u64 {
         self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// The metadata replica as the shards see it: the commit number and the view, primary and
+/// status, for stats and cluster metadata.
+pub struct ReplicaState {
+    commit: AtomicU64,
+    /// View, primary and status, packed (see `set_role`).
+    role: AtomicU64,
+}
+
+impl ReplicaState {
+    pub fn new(commit: u64) -> Self {
+        Self { commit: AtomicU64::new(commit), role: AtomicU64::new(1) }
     }
 
     pub fn commit(&self) -> u64 {
@@ -200,18 +222,99 @@ impl Shared {
         let packed = self.role.load(Ordering::Acquire);
         crate::shard::ReplicaRole { view: (packed >> 32) as u32, primary: (packed >> 8) as u8, normal: packed & 1 == 1 }
     }
+}
 
-    /// The owner of a partition: looked up in the partition table, lock-free; a partition
-    /// not registered yet (being created) falls back to the rule the table was built with,
-    /// Murmur3 over the packed namespace.
-    pub fn owner(&self, namespace: Namespace) -> u16 {
-        match self.partitions.pin().get(&namespace) {
-            Some(stats) => stats.shard,
-            None => namespace.shard(self.shard_count),
+/// What the server counts about itself, for stats and `/metrics`.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    pub bus: BusCounters,
+    pub data: DataCounters,
+    /// Request latency by transport family and request.
+    pub latency: RequestLatency,
+}
+
+pub struct Shared {
+    pub config: ServerConfig,
+    pub shard_count: u16,
+    pub partitions: PartitionTable,
+    pub sessions: Sessions,
+    pub groups: Groups,
+    pub replica: ReplicaState,
+    pub telemetry: Telemetry,
+    pub start_time_us: u64,
+    /// Buffers for request bodies, reply frames and journaled batches.
+    pub pool: &'static MemoryPool,
+    /// The previous run stopped gracefully with everything fsynced: no segment tail can be
+    /// torn, so partitions open without cutting one.
+    pub clean_start: bool,
+}
+
+impl Shared {
+    pub fn new(
+        config: ServerConfig,
+        shard_count: u16,
+        commit: u64,
+        start_time_us: u64,
+        pool: &'static MemoryPool,
+    ) -> Self {
+        let security = config.security;
+        Self {
+            sessions: Sessions::new(LoginGuard::new(security.login_max_failures, security.login_failure_window_us)),
+            groups: Groups::new(security.rebalancing_timeout_us),
+            config,
+            shard_count,
+            partitions: PartitionTable::new(shard_count),
+            replica: ReplicaState::new(commit),
+            telemetry: Telemetry::default(),
+            start_time_us,
+            pool,
+            clean_start: false,
         }
     }
+}
 
-    pub fn stats(&self, namespace: Namespace) -> Option<Arc<PartitionStats>> {
-        self.partitions.pin().get(&namespace).cloned()
+/// What a transport outside the shards (HTTP) uses of the shared state: login limiting, the
+/// figures it reports, and where its own files live. It never sees `Shared` itself.
+#[derive(Clone)]
+pub struct GatewayContext(Arc<Shared>);
+
+impl GatewayContext {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self(shared)
+    }
+
+    pub fn login_guard(&self) -> &LoginGuard {
+        &self.0.sessions.login_guard
+    }
+
+    /// The pause before answering a failed login.
+    pub fn login_failure_delay_us(&self) -> u64 {
+        self.0.config.security.login_failure_delay_us
+    }
+
+    /// The data directory, where the transport keeps its signing secret.
+    pub fn data_path(&self) -> &std::path::Path {
+        &self.0.config.data_path
+    }
+
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.0.telemetry
+    }
+
+    pub fn pool_stats(&self) -> crate::memory_pool::PoolStats {
+        self.0.pool.stats()
+    }
+
+    pub fn clients_count(&self) -> u32 {
+        self.0.sessions.clients.count()
+    }
+
+    pub fn shard_count(&self) -> u16 {
+        self.0.shard_count
+    }
+
+    /// A partition's live counters, once its owner registered it.
+    pub fn partition(&self, namespace: Namespace) -> Option<Arc<PartitionStats>> {
+        self.0.partitions.stats(namespace)
     }
 }

@@ -21,7 +21,7 @@ use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::pinning::shard_cores;
 use rill_application::ports::{Clock, Env, Pinning};
 use rill_application::shard::recover;
-use rill_application::{MetadataWriter, ServerConfig, Shard, ShardParts, Shared};
+use rill_application::{GatewayContext, MetadataWriter, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::cpu_allocation::CpuAllocation;
 
 use crate::config::Config;
@@ -319,7 +319,14 @@ impl Shard0 {
             let factory = factory.clone();
             let settings = self.config.http_settings.clone();
             let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
-            rill_adapter_transport_http::spawn(http, shared.clone(), settings, tls, gateway, move || factory.reader())?;
+            rill_adapter_transport_http::spawn(
+                http,
+                GatewayContext::new(shared.clone()),
+                settings,
+                tls,
+                gateway,
+                move || factory.reader(),
+            )?;
         }
         let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());

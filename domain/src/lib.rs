@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod constants;
+pub mod consumer_group;
 pub mod cpu_allocation;
 pub mod dedup;
 pub mod error;

@@ -42,10 +42,10 @@ fn identity(state: &HttpState, user_id: u32) -> Response {
 pub async fn login(State(state): State<Arc<HttpState>>, Json(request): Json<LoginRequest>) -> Response {
     let check = state.read(|m| login::password_check(m, &request.username));
     let (hash, password) = (check.hash.clone(), request.password.clone());
-    let delay = std::time::Duration::from_micros(state.shared.config.security.login_failure_delay_us);
+    let delay = std::time::Duration::from_micros(state.context.login_failure_delay_us());
     let verified =
         tokio::task::spawn_blocking(move || login::verify_slowly(&hash, &password, delay)).await.unwrap_or(false);
-    match login::conclude(&state.shared.login_guard, &request.username, &check, verified, now_us()) {
+    match login::conclude(state.context.login_guard(), &request.username, &check, verified, now_us()) {
         Ok(user_id) => identity(&state, user_id),
         Err(_) => error(StatusCode::BAD_REQUEST, 42, "invalid_credentials", "invalid credentials"),
     }

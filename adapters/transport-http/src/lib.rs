@@ -29,7 +29,7 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use rill_application::Shared;
+use rill_application::GatewayContext;
 use rill_application::ports::{Gateway, MetadataRead};
 use rill_domain::metadata::Metadata;
 
@@ -48,7 +48,7 @@ impl<M: MetadataRead + Send> ReadMetadata for M {
 
 /// What every handler reads.
 pub struct HttpState {
-    shared: Arc<Shared>,
+    context: GatewayContext,
     metadata: Mutex<Box<dyn ReadMetadata>>,
     jwt: jwt::Jwt,
     gateway: Arc<dyn Gateway>,
@@ -103,7 +103,7 @@ async fn metrics_route(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
     if !allowed {
         return api::ApiError::Code(rill_domain::error::ErrorCode::Unauthorized).into_response();
     }
-    let body = state.read(|m| metrics::render(m, &state.shared));
+    let body = state.read(|m| metrics::render(m, &state.context));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
@@ -113,7 +113,7 @@ async fn record_latency(State(state): State<Arc<HttpState>>, request: Request, n
     let started = Instant::now();
     let response = next.run(request).await;
     if let Some(route) = route {
-        state.shared.latency.record_http(&route, started.elapsed().as_micros() as u64);
+        state.context.telemetry().latency.record_http(&route, started.elapsed().as_micros() as u64);
     }
     response
 }
@@ -202,7 +202,7 @@ pub fn bind(address: &str) -> std::io::Result<std::net::TcpListener> {
 /// thread's metadata reader; `gateway` runs requests on the shards.
 pub fn spawn<M, F>(
     listener: std::net::TcpListener,
-    shared: Arc<Shared>,
+    context: GatewayContext,
     settings: HttpSettings,
     tls: Option<TlsConfig>,
     gateway: Arc<dyn Gateway>,
@@ -213,7 +213,7 @@ where
     F: FnOnce() -> M + Send + 'static,
 {
     serve::check_cors(&settings.cors).map_err(std::io::Error::other)?;
-    let secret = jwt::load_secret(&settings.jwt_secret, &shared.config.data_path)?;
+    let secret = jwt::load_secret(&settings.jwt_secret, context.data_path())?;
     let jwt = jwt::Jwt::new(&secret, settings.access_token_lifetime_s, settings.clock_skew_s)
         .map_err(std::io::Error::other)?;
     std::thread::Builder::new().name("rill-http".into()).spawn(move || {
@@ -223,7 +223,7 @@ where
         };
         runtime.block_on(async move {
             let metadata: Mutex<Box<dyn ReadMetadata>> = Mutex::new(Box::new(reader()));
-            let state = Arc::new(HttpState { shared, metadata, jwt, gateway });
+            let state = Arc::new(HttpState { context, metadata, jwt, gateway });
             let app = router(state, &settings);
             if let Err(error) = serve::run(listener, app, tls).await {
                 tracing::error!(%error, "http transport stopped");

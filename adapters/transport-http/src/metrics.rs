@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-use rill_application::Shared;
+use rill_application::GatewayContext;
 use rill_application::latency::BUCKET_BOUNDS_US;
 use rill_domain::Namespace;
 use rill_domain::metadata::Metadata;
@@ -47,9 +47,9 @@ struct PartitionLine {
     read_only: bool,
 }
 
-fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) {
-    let pool = shared.pool.stats();
-    let data = &shared.data;
+fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<PartitionLine>) {
+    let pool = context.pool_stats();
+    let data = &context.telemetry().data;
     let mut stats = Stats {
         disk_total_bytes: data.disk_total.load(Relaxed),
         disk_available_bytes: data.disk_available.load(Relaxed),
@@ -57,8 +57,8 @@ fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) 
         disk_below_floor: data.below_floor.load(Relaxed),
         damaged_batches: data.damaged_batches.load(Relaxed),
         data_directory_bytes: data.data_directory_bytes.load(Relaxed),
-        clients_count: shared.clients.count() as u64,
-        shards_count: shared.shard_count as u64,
+        clients_count: context.clients_count() as u64,
+        shards_count: context.shard_count() as u64,
         memory_pool_allocated_bytes: pool.allocated_bytes,
         memory_pool_in_use_buffers: pool.in_use_buffers as u64,
         memory_pool_free_buffers: pool.free_buffers as u64,
@@ -73,7 +73,8 @@ fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) 
             stats.topics_count += 1;
             for partition_id in 0..topic.partitions.len() as u32 {
                 stats.partitions_count += 1;
-                let Some(counters) = Namespace::new(stream.id, topic.id, partition_id).and_then(|ns| shared.stats(ns))
+                let Some(counters) =
+                    Namespace::new(stream.id, topic.id, partition_id).and_then(|ns| context.partition(ns))
                 else {
                     continue;
                 };
@@ -95,13 +96,13 @@ fn collect(metadata: &Metadata, shared: &Shared) -> (Stats, Vec<PartitionLine>) 
     (stats, partitions)
 }
 
-pub fn stats(metadata: &Metadata, shared: &Shared) -> Stats {
-    collect(metadata, shared).0
+pub fn stats(metadata: &Metadata, context: &GatewayContext) -> Stats {
+    collect(metadata, context).0
 }
 
 /// The Prometheus text exposition (format 0.0.4).
-pub fn render(metadata: &Metadata, shared: &Shared) -> String {
-    let (stats, partitions) = collect(metadata, shared);
+pub fn render(metadata: &Metadata, context: &GatewayContext) -> String {
+    let (stats, partitions) = collect(metadata, context);
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
         let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} {kind}\nrill_{name} {value}");
@@ -143,15 +144,15 @@ pub fn render(metadata: &Metadata, shared: &Shared) -> String {
     per_partition("partition_read_only", "1 while a partition refuses sends because its last write failed.", &|l| {
         l.read_only as u64
     });
-    render_data(&mut out, shared, &stats);
-    render_latency(&mut out, shared);
+    render_data(&mut out, context, &stats);
+    render_latency(&mut out, context);
     out
 }
 
 /// The data path's counters: damage found, scrubbing, retention, write failures, dedup and
 /// the data volume's space.
-fn render_data(out: &mut String, shared: &Shared, stats: &Stats) {
-    let data = &shared.data;
+fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
+    let data = &context.telemetry().data;
     let counters = [
         ("damaged_batches_total", "Distinct stored batches found failing their checksums.", &data.damaged_batches),
         ("damaged_reads_total", "Polls refused because they start at a damaged batch.", &data.damaged_reads),
@@ -192,13 +193,13 @@ fn render_data(out: &mut String, shared: &Shared, stats: &Stats) {
 }
 
 /// `rill_request_duration_seconds`: one histogram per binary command and per HTTP route.
-fn render_latency(out: &mut String, shared: &Shared) {
+fn render_latency(out: &mut String, context: &GatewayContext) {
     let _ = writeln!(
         out,
         "# HELP rill_request_duration_seconds Time to serve a request, by transport family and request.\n\
          # TYPE rill_request_duration_seconds histogram"
     );
-    for (transport, request, histogram) in shared.latency.snapshot() {
+    for (transport, request, histogram) in context.telemetry().latency.snapshot() {
         let labels = format!("transport=\"{transport}\",request=\"{}\"", request.replace('"', "'"));
         for (bound_us, count) in BUCKET_BOUNDS_US.iter().zip(&histogram.cumulative) {
             let le = *bound_us as f64 / 1e6;

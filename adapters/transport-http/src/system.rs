@@ -24,7 +24,7 @@ pub async fn stats(State(state): Shared, headers: HeaderMap) -> Response {
     json(
         async {
             let mut document = replies::stats(&state.run(&headers, Command::GetStats).await?)?;
-            let extra = state.read(|m| crate::metrics::stats(m, &state.shared));
+            let extra = state.read(|m| crate::metrics::stats(m, &state.context));
             if let Ok(Value::Object(extra)) = serde_json::to_value(extra) {
                 for (key, value) in extra {
                     document.entry(key).or_insert(value);

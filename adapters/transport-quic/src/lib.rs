@@ -58,7 +58,7 @@ pub async fn serve<E: Env>(system: Rc<Shard<E>>, endpoint: Endpoint) {
 }
 
 async fn serve_connection<E: Env>(system: Rc<Shard<E>>, quic: QuicConnection, peer: SocketAddr) {
-    let client_id = system.shared.clients.connect(peer.to_string(), Transport::Quic, system.shard_id());
+    let client_id = system.connect(peer.to_string(), Transport::Quic);
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "quic", "client connected");
     let connection = Rc::new(Connection::new(client_id));
     while let Ok((send, recv)) = quic.accept_bi().await {

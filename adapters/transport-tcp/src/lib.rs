@@ -78,7 +78,7 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
             .detach();
             continue;
         }
-        let target = next_connection_shard(accepted, system.shared.shard_count);
+        let target = next_connection_shard(accepted, system.shard_count());
         accepted += 1;
         if target == system.shard_id() {
             spawn_connection(system.clone(), stream, peer);
@@ -120,7 +120,7 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
     mut stream: S,
     peer: SocketAddr,
 ) {
-    let client_id = system.shared.clients.connect(peer.to_string(), Transport::Tcp, system.shard_id());
+    let client_id = system.connect(peer.to_string(), Transport::Tcp);
     tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
     let connection = Connection::new(client_id);
     if let Err(error) = request_loop(&system, &connection, &mut stream).await {
@@ -135,7 +135,7 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
     stream: &mut S,
 ) -> io::Result<()> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
-    let idle_limit_us = system.shared.config.security.session_idle_limit_us;
+    let idle_limit_us = system.session_idle_limit_us();
     loop {
         let read = stream.read_exact(header_buf);
         let BufResult(result, buf) = if idle_limit_us == 0 {
@@ -158,7 +158,7 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
         // One pooled frame holds header and body; the body is read straight into it, and
         // the frame goes to the dispatcher by value (a send's batch moves on inside it).
-        let pool = system.shared.pool;
+        let pool = system.pool();
         let mut frame = pool.acquire(size);
         frame[..HEADER_SIZE].copy_from_slice(header_bytes);
         if size > HEADER_SIZE {

@@ -47,7 +47,7 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
             .detach();
             continue;
         }
-        let target = next_connection_shard(accepted, system.shared.shard_count);
+        let target = next_connection_shard(accepted, system.shard_count());
         accepted += 1;
         let fd = match (target == system.shard_id(), stream.as_fd().try_clone_to_owned()) {
             (false, Ok(fd)) => fd,
@@ -82,7 +82,7 @@ where
             return;
         }
     };
-    let client_id = system.shared.clients.connect(peer.to_string(), Transport::WebSocket, system.shard_id());
+    let client_id = system.connect(peer.to_string(), Transport::WebSocket);
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "websocket", "client connected");
     let connection = Connection::new(client_id);
     loop {

@@ -89,6 +89,6 @@ impl<E: Env> Shard<E> {
     /// Ends every membership of a closed connection.
     pub fn on_disconnect(&self, client_id: u32) {
         self.shared.groups.drop_connection(client_id, self.now_us());
-        self.shared.clients.disconnect(client_id);
+        self.shared.sessions.clients.disconnect(client_id);
     }
 }

@@ -118,7 +118,7 @@ impl<E: Env> Shard<E> {
             if let Err(error) = remove_detached(&self.storage, &detached).await {
                 tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not remove files; they go at the next start");
             }
-            let counters = &self.shared.data;
+            let counters = &self.shared.telemetry.data;
             counters.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
             counters.retention_messages.fetch_add(detached.messages, Ordering::Relaxed);
             counters.retention_bytes.fetch_add(detached.bytes, Ordering::Relaxed);
@@ -146,7 +146,7 @@ impl<E: Env> Shard<E> {
             });
             let Some((namespace, partition)) = next else {
                 if cursor.namespace.is_some() {
-                    self.shared.data.scrub_passes.fetch_add(1, Ordering::Relaxed);
+                    self.shared.telemetry.data.scrub_passes.fetch_add(1, Ordering::Relaxed);
                 }
                 *cursor = ScrubCursor::default();
                 return 0;
@@ -184,7 +184,7 @@ impl<E: Env> Shard<E> {
     /// is reported (and remembered) under the lock again.
     async fn verify_chunk(&self, namespace: Namespace, partition: &Partition<E::Storage>, chunk: &ScrubChunk) {
         let damaged = chunk.damaged();
-        let counters = &self.shared.data;
+        let counters = &self.shared.telemetry.data;
         counters.scrub_bytes.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
         counters.scrub_batches.fetch_add(chunk.entries.len() as u64, Ordering::Relaxed);
         if damaged.is_empty() {
@@ -206,7 +206,7 @@ impl<E: Env> Shard<E> {
         found_by: &str,
     ) {
         if log.first_report(damaged) {
-            self.shared.data.damaged_batches.fetch_add(1, Ordering::Relaxed);
+            self.shared.telemetry.data.damaged_batches.fetch_add(1, Ordering::Relaxed);
             tracing::error!(
                 partition = %namespace_label(namespace),
                 file = %damaged.file.display(),
@@ -252,7 +252,7 @@ impl<E: Env> Shard<E> {
             }
         };
         let floor = self.shared.config.data.min_free_space.bytes(space.total_bytes);
-        let counters = &self.shared.data;
+        let counters = &self.shared.telemetry.data;
         counters.data_directory_bytes.store(self.host_metrics.sample().data_directory_bytes, Ordering::Relaxed);
         counters.disk_total.store(space.total_bytes, Ordering::Relaxed);
         counters.disk_available.store(space.available_bytes, Ordering::Relaxed);

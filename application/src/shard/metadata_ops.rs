@@ -18,7 +18,7 @@ impl<E: Env> Shard<E> {
     /// Runs one metadata operation from a client; returns the result-framed reply body.
     pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
         if self.writer.is_none() {
-            self.shared.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
+            self.shared.telemetry.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
             return self
                 .bus
                 .call(0, ShardRequest::Metadata { operation, body: body.to_vec() })
@@ -123,10 +123,7 @@ impl<E: Env> Shard<E> {
 
     /// Every registered partition matching `keep`, across all shards.
     fn namespaces(&self, keep: impl Fn(Namespace) -> bool) -> Vec<Namespace> {
-        let table = self.shared.partitions.pin();
-        let mut found: Vec<Namespace> = table.keys().copied().filter(|ns| keep(*ns)).collect();
-        found.sort_unstable();
-        found
+        self.shared.partitions.namespaces(keep)
     }
 
     async fn open_new(&self, stream_id: u32, topic_id: u32, partitions: std::ops::Range<u32>) -> std::io::Result<()> {
@@ -142,7 +139,7 @@ impl<E: Env> Shard<E> {
     /// Runs a lifecycle operation on each partition's owner and waits for every answer.
     async fn on_owners(&self, namespaces: Vec<Namespace>, op: impl Fn() -> PartitionOp) -> std::io::Result<()> {
         for namespace in namespaces {
-            let owner = self.shared.owner(namespace);
+            let owner = self.shared.partitions.owner(namespace);
             let reply = if owner == self.shard_id {
                 self.execute_partition(namespace, op()).await
             } else {

@@ -267,6 +267,27 @@ impl<E: Env> Shard<E> {
         self.shard_id
     }
 
+    // What transports need from a shard, so no adapter reaches into `Shared`.
+
+    pub fn shard_count(&self) -> u16 {
+        self.shared.shard_count
+    }
+
+    /// Registers a connection served on this shard; its client id.
+    pub fn connect(&self, peer: String, transport: Transport) -> u32 {
+        self.shared.sessions.clients.connect(peer, transport, self.shard_id)
+    }
+
+    /// How long a connection may stay silent before it is evicted; 0: forever.
+    pub fn session_idle_limit_us(&self) -> u64 {
+        self.shared.config.security.session_idle_limit_us
+    }
+
+    /// The pool request frames are read into.
+    pub fn pool(&self) -> &'static crate::memory_pool::MemoryPool {
+        self.shared.pool
+    }
+
     /// Opens every partition this shard owns, as the committed metadata lists them.
     pub async fn open_owned_partitions(&self) -> Result<(), StartError> {
         let owned = self.metadata.read(|metadata| {
@@ -276,7 +297,7 @@ impl<E: Env> Shard<E> {
                     for partition_id in 0..topic.partitions.len() as u32 {
                         let namespace = Namespace::new(stream.id, topic.id, partition_id)
                             .expect("metadata keeps ids within limits");
-                        if self.shared.owner(namespace) == self.shard_id {
+                        if self.shared.partitions.owner(namespace) == self.shard_id {
                             owned.push((namespace, self.partition_settings(&topic.settings)));
                         }
                     }
@@ -397,7 +418,7 @@ impl<E: Env> Shard<E> {
     }
 
     pub fn commit(&self) -> u64 {
-        self.shared.commit()
+        self.shared.replica.commit()
     }
 
     fn now_us(&self) -> u64 {
@@ -414,6 +435,6 @@ impl<E: Env> Shard<E> {
     }
 
     pub(crate) fn next_session(&self) -> u64 {
-        self.shared.next_session()
+        self.shared.sessions.next_session()
     }
 }

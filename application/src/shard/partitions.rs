@@ -28,11 +28,11 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
 impl<E: Env> Shard<E> {
     /// Runs `op` on the partition's owner: here, or over the bus.
     pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
-        let owner = self.shared.owner(namespace);
+        let owner = self.shared.partitions.owner(namespace);
         if owner == self.shard_id {
             return self.execute_partition(namespace, op).await;
         }
-        self.shared.bus.forwarded.fetch_add(1, Ordering::Relaxed);
+        self.shared.telemetry.bus.forwarded.fetch_add(1, Ordering::Relaxed);
         self.bus.call(owner, ShardRequest::Partition { namespace, op }).await
     }
 
@@ -54,7 +54,7 @@ impl<E: Env> Shard<E> {
             Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
         partition.refresh(&partition.log.try_lock().expect("a new partition is unlocked"));
         self.partitions.borrow_mut().insert(namespace, partition);
-        self.shared.partitions.pin().insert(namespace, stats);
+        self.shared.partitions.insert(namespace, stats);
         Ok(())
     }
 
@@ -94,7 +94,7 @@ impl<E: Env> Shard<E> {
 
     async fn remove_partition(&self, namespace: Namespace) {
         let removed = self.partitions.borrow_mut().remove(&namespace);
-        self.shared.partitions.pin().remove(&namespace);
+        self.shared.partitions.remove(namespace);
         if let Some(partition) = removed {
             partition.closed.set(true);
             // Wait for operations in flight on it to finish before its files go; its
@@ -145,7 +145,7 @@ impl<E: Env> Shard<E> {
             PartitionOp::DeleteSegments { count } => {
                 let detached =
                     log.delete_segments(&self.storage, count).await.map_err(io_failure("deleting segments"))?;
-                self.shared.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
+                self.shared.telemetry.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
                 Ok(Vec::new())
             }
             PartitionOp::Purge => {
@@ -201,7 +201,7 @@ impl<E: Env> Shard<E> {
                 self.report_damaged(&mut log, namespace, damaged, "poll");
                 if polled.messages == 0 {
                     // Nothing before the damaged batch: the poll fails rather than skip it.
-                    self.shared.data.damaged_reads.fetch_add(1, Ordering::Relaxed);
+                    self.shared.telemetry.data.damaged_reads.fetch_add(1, Ordering::Relaxed);
                     return Err(ErrorCode::InvalidMessageChecksum);
                 }
             }
@@ -229,7 +229,7 @@ impl<E: Env> Shard<E> {
         log: &mut PartitionLog<E::Storage>,
         batch: crate::memory_pool::PoolSlice,
     ) -> Result<crate::partition::Appended, ErrorCode> {
-        let data = &self.shared.data;
+        let data = &self.shared.telemetry.data;
         // The free space last read, less what was appended since: the floor holds even
         // when producers fill the disk faster than it is read.
         if data.disk_available.load(Ordering::Relaxed) < data.disk_floor.load(Ordering::Relaxed) {
@@ -263,7 +263,7 @@ impl<E: Env> Shard<E> {
     ) {
         match error {
             Some(error) => {
-                self.shared.data.write_failures.fetch_add(1, Ordering::Relaxed);
+                self.shared.telemetry.data.write_failures.fetch_add(1, Ordering::Relaxed);
                 if !was_read_only {
                     tracing::error!(%error, partition = %namespace_label(namespace), "partition write failed: the partition is read-only until a write succeeds");
                 }

@@ -16,7 +16,9 @@ use std::sync::atomic::Ordering;
 fn topic_usage(shared: &Shared, stream_id: u32, topic: &Topic) -> Usage {
     let mut usage = Usage::default();
     for partition_id in 0..topic.partitions.len() as u32 {
-        if let Some(stats) = Namespace::new(stream_id, topic.id, partition_id).and_then(|ns| shared.stats(ns)) {
+        if let Some(stats) =
+            Namespace::new(stream_id, topic.id, partition_id).and_then(|ns| shared.partitions.stats(ns))
+        {
             usage += stats.usage();
         }
     }
@@ -53,7 +55,9 @@ pub(super) fn encode_topic_details(
     response::topic_header(out, topic, topic_usage(shared, stream_id, topic));
     for (partition_id, created_at) in topic.partitions.iter().enumerate() {
         let mut info = PartitionInfo { id: partition_id as u32, created_at: *created_at, ..Default::default() };
-        if let Some(stats) = Namespace::new(stream_id, topic_id, partition_id as u32).and_then(|ns| shared.stats(ns)) {
+        if let Some(stats) =
+            Namespace::new(stream_id, topic_id, partition_id as u32).and_then(|ns| shared.partitions.stats(ns))
+        {
             info.segments_count = stats.segments_count();
             info.current_offset = stats.current_offset();
             info.usage = stats.usage();
@@ -126,7 +130,7 @@ impl<E: Env> Shard<E> {
     pub fn get_stats(&self) -> Vec<u8> {
         let host = &self.shared.config.host;
         let sample = self.host_metrics.sample();
-        let data = &self.shared.data;
+        let data = &self.shared.telemetry.data;
         let mut stats = Stats {
             process_id: std::process::id(),
             cpu_usage: sample.cpu_usage,
@@ -138,7 +142,7 @@ impl<E: Env> Shard<E> {
             written_bytes: sample.written_bytes,
             run_time_us: self.now_us().saturating_sub(self.shared.start_time_us),
             start_time_us: self.shared.start_time_us,
-            clients_count: self.shared.clients.count(),
+            clients_count: self.shared.sessions.clients.count(),
             hostname: host.hostname.clone(),
             os_name: host.os_name.clone(),
             os_version: host.os_version.clone(),
@@ -156,8 +160,8 @@ impl<E: Env> Shard<E> {
                     stats.consumer_groups_count += topic.consumer_groups.len() as u32;
                     stats.partitions_count += topic.partitions.len() as u32;
                     for partition_id in 0..topic.partitions.len() as u32 {
-                        if let Some(partition) =
-                            Namespace::new(stream.id, topic.id, partition_id).and_then(|ns| self.shared.stats(ns))
+                        if let Some(partition) = Namespace::new(stream.id, topic.id, partition_id)
+                            .and_then(|ns| self.shared.partitions.stats(ns))
                         {
                             let usage = partition.usage();
                             stats.messages_count += usage.messages_count;
@@ -189,7 +193,7 @@ impl<E: Env> Shard<E> {
             response::single_node_cluster(&mut out, &config.advertised_ip, config.ports);
             return out;
         }
-        let role = self.shared.role();
+        let role = self.shared.replica.role();
         let nodes: Vec<response::ClusterNode> = config
             .cluster_nodes
             .iter()
@@ -209,7 +213,7 @@ impl<E: Env> Shard<E> {
     /// ClientDetails of one client, or an empty body when it is not connected.
     pub fn get_client(&self, client_id: u32) -> ShardReply {
         let mut out = Vec::new();
-        if let Some(info) = self.shared.clients.get(client_id) {
+        if let Some(info) = self.shared.sessions.clients.get(client_id) {
             let groups: Vec<(u32, u32, u32)> = self
                 .shared
                 .groups
@@ -224,7 +228,7 @@ impl<E: Env> Shard<E> {
 
     pub fn get_clients(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for info in self.shared.clients.all() {
+        for info in self.shared.sessions.clients.all() {
             let groups = self.shared.groups.memberships(info.client_id).len() as u32;
             response::client(&mut out, &info, groups);
         }

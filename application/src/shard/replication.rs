@@ -151,7 +151,7 @@ impl<E: Env> Shard<E> {
             return;
         }
         if let Some(role) = self.replica_role() {
-            self.shared.set_role(role);
+            self.shared.replica.set_role(role);
         }
         let replica = writer.replication.replica.borrow();
         if !(replica.is_primary() && replica.status() == Status::Normal) {
@@ -173,7 +173,7 @@ impl<E: Env> Shard<E> {
             let metadata = writer.metadata(Clone::clone);
             writer.publisher.borrow_mut().replace(&metadata);
         }
-        self.shared.set_commit(op);
+        self.shared.replica.set_commit(op);
         let Some(outcome) = outcome else { return };
         let mut reflected = Ok(());
         if let Ok(applied) = &outcome.result {

@@ -48,7 +48,7 @@ impl<E: Env> Shard<E> {
                 let (hash, password) = (check.hash.clone(), password.clone());
                 let delay = std::time::Duration::from_micros(self.shared.config.security.login_failure_delay_us);
                 let verified = self.offload.run(move || login::verify_slowly(&hash, &password, delay)).await;
-                login::conclude(&self.shared.login_guard, username, &check, verified, self.now_us())
+                login::conclude(&self.shared.sessions.login_guard, username, &check, verified, self.now_us())
             }
             Credentials::Token(token) => self.metadata.read(|m| login::token_user(m, token, self.now_us())),
         }
