@@ -315,19 +315,6 @@ impl Shard0 {
             let parts = ShardSetup { shared: shared.clone(), factory: factory.clone(), host_stats: host_stats.clone() };
             setup.send(parts).context("starting a shard")?;
         }
-        if let Some((http, tls)) = listeners.http.take() {
-            let factory = factory.clone();
-            let settings = self.config.http_settings.clone();
-            let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
-            rill_adapter_transport_http::spawn(
-                http,
-                GatewayContext::new(shared.clone()),
-                settings,
-                tls,
-                gateway,
-                move || factory.reader(),
-            )?;
-        }
         let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
         let pending = recovered.pending;
@@ -349,6 +336,20 @@ impl Shard0 {
         system.open_owned_partitions().await?;
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;
+        }
+        // HTTP runs outside the shards and starts once every shard has opened its partitions.
+        if let Some((http, tls)) = listeners.http.take() {
+            let factory = factory.clone();
+            let settings = self.config.http_settings.clone();
+            let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
+            rill_adapter_transport_http::spawn(
+                http,
+                GatewayContext::new(system.shared.clone()),
+                settings,
+                tls,
+                gateway,
+                move || factory.reader(),
+            )?;
         }
         let summary = listeners.summary.join(", ");
         tracing::info!(transports = %summary, shards = self.shard_count, data = %self.config.system_path, "rill-server is listening");
