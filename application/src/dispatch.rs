@@ -6,6 +6,7 @@
 use rill_domain::constants::HEADER_SIZE;
 use std::cell::Cell;
 
+use rill_domain::affinity::Affinity;
 use rill_domain::error::ErrorCode;
 use rill_domain::version;
 use rill_domain::wire::codes::operation;
@@ -44,15 +45,50 @@ struct Caller {
 pub struct Connection {
     pub client_id: u32,
     bound: Cell<Option<BoundSession>>,
+    /// Where its partition requests went lately (see `rill_domain::affinity`).
+    affinity: Cell<Affinity>,
+    /// The shard this connection should move to, once its transport can move it.
+    move_to: Cell<Option<u16>>,
+}
+
+/// What a connection is, apart from its socket: enough to go on serving it on another shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionState {
+    pub client_id: u32,
+    pub bound: Option<BoundSession>,
 }
 
 impl Connection {
     pub fn new(client_id: u32) -> Self {
-        Self { client_id, bound: Cell::new(None) }
+        Self::resume(ConnectionState { client_id, bound: None })
+    }
+
+    /// A connection moved from another shard, logged in as it was there.
+    pub fn resume(state: ConnectionState) -> Self {
+        let ConnectionState { client_id, bound } = state;
+        Self { client_id, bound: Cell::new(bound), affinity: Cell::default(), move_to: Cell::new(None) }
+    }
+
+    pub fn state(&self) -> ConnectionState {
+        ConnectionState { client_id: self.client_id, bound: self.bound.get() }
     }
 
     pub fn bound(&self) -> Option<BoundSession> {
         self.bound.get()
+    }
+
+    /// The shard this connection's partition traffic says it belongs on, once; a transport
+    /// that can move connections asks after each reply it wrote.
+    pub fn take_move(&self) -> Option<u16> {
+        self.move_to.take()
+    }
+
+    fn record_route(&self, home: u16, owner: u16) {
+        let mut affinity = self.affinity.get();
+        if let Some(target) = affinity.record(home, owner) {
+            self.move_to.set(Some(target));
+        }
+        self.affinity.set(affinity);
     }
 }
 
@@ -160,7 +196,8 @@ impl<E: Env> Shard<E> {
             _ => {
                 let bound = connection.bound().expect("checked above");
                 let caller = Caller { client: bound.client, client_id: connection.client_id, user_id: bound.user_id };
-                let result = self.run(caller, header.operation, header.code, frame, HEADER_SIZE).await;
+                let result =
+                    self.run(caller, Some(connection), header.operation, header.code, frame, HEADER_SIZE).await;
                 Outcome::Reply(self.reply_frame(header, result))
             }
         }
@@ -219,7 +256,15 @@ impl<E: Env> Shard<E> {
     /// Runs an authenticated request as `caller` from the request bytes in `buf` (the body
     /// starts at `body_start`): authorization, then the use case. A send takes its batch as
     /// the range of `buf` it lies in.
-    async fn run(&self, caller: Caller, operation: u8, code: u32, buf: PoolBuf, body_start: usize) -> BusReply {
+    async fn run(
+        &self,
+        caller: Caller,
+        connection: Option<&Connection>,
+        operation: u8,
+        code: u32,
+        buf: PoolBuf,
+        body_start: usize,
+    ) -> BusReply {
         let body = &buf[body_start..];
         let command = Command::decode(operation, code, body).map_err(|error| match error {
             DecodeError::Body(code) => code,
@@ -228,6 +273,11 @@ impl<E: Env> Shard<E> {
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }
+        if let Some(connection) = connection
+            && let Some(owner) = self.route_hint(&command)
+        {
+            connection.record_route(self.shard_id(), owner);
+        }
         match command {
             Command::SendMessages { topic, partitioning, messages_count, batch } => {
                 let start = batch.as_ptr() as usize - buf.as_ptr() as usize;
@@ -235,6 +285,17 @@ impl<E: Env> Shard<E> {
                 self.send_messages(&topic, &partitioning, messages_count, buf.slice(range)).await
             }
             command => self.execute(caller, operation, body, command).await,
+        }
+    }
+
+    /// The shard owning the one partition a send or poll goes to, for the connection's
+    /// affinity. Balanced sends to a topic of several partitions spread by design and are
+    /// not counted.
+    fn route_hint(&self, command: &Command<'_>) -> Option<u16> {
+        match command {
+            Command::SendMessages { topic, partitioning, .. } => self.send_owner(topic, partitioning),
+            Command::PollMessages(request) => self.partition_owner(&request.topic, request.partition_id.unwrap_or(0)),
+            _ => None,
         }
     }
 
@@ -329,7 +390,7 @@ impl<E: Env> Shard<E> {
             _ => {
                 let caller = Caller { client: 0, client_id: 0, user_id };
                 let (operation, code) = (request.operation, request.code);
-                self.run(caller, operation, code, PoolBuf::plain(request.body), 0).await
+                self.run(caller, None, operation, code, PoolBuf::plain(request.body), 0).await
             }
         }
     }

@@ -17,6 +17,6 @@ pub mod replication;
 pub mod shard;
 pub mod shared;
 
-pub use dispatch::{BoundSession, Connection, Outcome};
+pub use dispatch::{BoundSession, Connection, ConnectionState, Outcome};
 pub use shard::{HostInfo, MetadataWriter, ServerConfig, Shard, ShardParts, Transport};
 pub use shared::{GatewayContext, Shared};

@@ -92,6 +92,8 @@ pub struct BusCounters {
     pub forwarded: AtomicU64,
     /// Metadata operations forwarded to shard 0.
     pub metadata_forwarded: AtomicU64,
+    /// Connections moved to the shard owning their partitions.
+    pub connections_moved: AtomicU64,
 }
 
 /// Counters of the data path: damage found, retention, scrubbing, write failures, dedup and

@@ -216,7 +216,8 @@ fn pin(core: Option<usize>) -> anyhow::Result<()> {
 async fn serve_inbox(system: Rc<ProductionShard>, inbox: Inbox) {
     let adopter = system.clone();
     let adopt = move |fd, peer, kind| match kind {
-        ConnectionKind::Tcp => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer),
+        ConnectionKind::Tcp => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer, None),
+        ConnectionKind::MovedTcp(state) => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer, Some(state)),
         ConnectionKind::WebSocket => rill_adapter_transport_ws::adopt(adopter.clone(), fd, peer),
     };
     system.serve_inbox(inbox, adopt).await

@@ -2,6 +2,7 @@
 //! codec, the message batch format, segments and their index, polling, the metadata state
 //! machine and the VSR replica. No IO, no clock, no randomness: callers pass time and bytes in.
 
+pub mod affinity;
 pub mod batch;
 pub mod constants;
 pub mod consumer_group;

@@ -8,7 +8,8 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 
 use rill_application::Shard;
-use rill_application::ports::{BusReply, Env, ShardBus, ShardRequest};
+use rill_application::ports::bus::ConnectionKind;
+use rill_application::ports::{BusReply, ConnectionHandoff, Env, ShardBus, ShardRequest};
 
 /// The shards of one simulated server, registered once they are built.
 pub struct LocalShards<E: Env> {
@@ -59,5 +60,19 @@ impl<E: Env> ShardBus for LocalBus<E> {
         let reply: Pin<Box<dyn Future<Output = BusReply>>> =
             Box::pin(async move { target.on_bus_request(request).await });
         reply.await
+    }
+}
+
+/// The simulated shards share one thread and no sockets: a connection is never handed over,
+/// so the caller keeps serving it.
+impl<E: Env> ConnectionHandoff for LocalBus<E> {
+    async fn hand_off(
+        &self,
+        _shard: u16,
+        fd: std::os::fd::OwnedFd,
+        _peer: std::net::SocketAddr,
+        _kind: ConnectionKind,
+    ) -> Result<(), std::os::fd::OwnedFd> {
+        Err(fd)
     }
 }

@@ -175,6 +175,12 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("sends_refused_total", "Sends refused: read-only partition or disk below its floor.", &data.sends_refused),
         ("deduplicated_messages_total", "Messages dropped as duplicates of a stored id.", &data.duplicates_dropped),
     ];
+    let bus = &context.telemetry().bus;
+    let counters = counters.into_iter().chain([
+        ("bus_forwarded_total", "Partition requests served by a shard other than the connection's.", &bus.forwarded),
+        ("bus_metadata_forwarded_total", "Metadata requests forwarded to shard 0.", &bus.metadata_forwarded),
+        ("connections_moved_total", "Connections moved to the shard owning their partitions.", &bus.connections_moved),
+    ]);
     for (name, help, value) in counters {
         let _ =
             writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} counter\nrill_{name} {}", value.load(Relaxed));

@@ -16,7 +16,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rill_application::memory_pool::{PoolBuf, PoolSlice};
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
-use rill_application::{Connection, Outcome, Shard, Transport};
+use rill_application::{Connection, ConnectionState, Outcome, Shard, Transport};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::wire::header::{EvictionReason, encode_eviction, frame_size};
 
@@ -95,26 +95,73 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
         drop(stream);
         if let Err(fd) = handoff.hand_off(target, fd, peer, ConnectionKind::Tcp).await {
             tracing::warn!(target, "shard refused a connection; serving it on shard 0");
-            adopt(system.clone(), fd, peer);
+            adopt(system.clone(), fd, peer, None);
         }
     }
 }
 
-/// Serves a connection handed over by shard 0.
-pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr) {
+/// Serves a connection handed over by shard 0, or moved here by a peer shard together with
+/// its session (`moved`).
+pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr, moved: Option<ConnectionState>) {
     match TcpStream::from_std(std::net::TcpStream::from(fd)) {
-        Ok(stream) => spawn_connection(system, stream, peer),
+        Ok(stream) => {
+            compio::runtime::spawn(async move { serve_plain(system, stream, peer, moved).await }).detach();
+        }
         Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off connection"),
     }
 }
 
 fn spawn_connection<E: Env>(system: Rc<Shard<E>>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    compio::runtime::spawn(async move { serve_connection(system, stream, peer).await }).detach();
+    compio::runtime::spawn(async move { serve_plain(system, stream, peer, None).await }).detach();
 }
 
-/// Serves one connection (plain or TLS) until the peer closes it, a frame is malformed,
-/// or the dispatcher evicts the session.
+/// How a run of requests on one connection ended.
+enum Ended {
+    /// The peer closed it, or the dispatcher evicted the session.
+    Closed,
+    /// Between two requests: the connection belongs on this other shard.
+    Moving(u16),
+}
+
+/// Serves one plaintext connection. Between requests it may move to the shard owning the
+/// partitions it keeps using; if that shard cannot take it, it stays here.
+async fn serve_plain<E: Env>(
+    system: Rc<Shard<E>>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    moved: Option<ConnectionState>,
+) {
+    let connection = match moved {
+        Some(state) => system.resume_connection(state),
+        None => {
+            let client_id = system.connect(peer.to_string(), Transport::Tcp);
+            tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
+            Connection::new(client_id)
+        }
+    };
+    loop {
+        match request_loop(&system, &connection, &mut stream, true).await {
+            Ok(Ended::Moving(target)) => {
+                let Ok(fd) = stream.as_fd().try_clone_to_owned() else { continue };
+                if system.move_connection(target, fd, peer, connection.state()).await.is_ok() {
+                    let (client_id, from) = (connection.client_id, system.shard_id());
+                    tracing::info!(client_id, %peer, from, shard = target, "client moved");
+                    return;
+                }
+            }
+            Ok(Ended::Closed) => break,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "connection closed");
+                break;
+            }
+        }
+    }
+    system.on_disconnect(connection.client_id);
+}
+
+/// Serves one connection that cannot move (TLS: its session lives on this shard) until the
+/// peer closes it, a frame is malformed, or the dispatcher evicts the session.
 pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
     system: Rc<Shard<E>>,
     mut stream: S,
@@ -123,17 +170,20 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
     let client_id = system.connect(peer.to_string(), Transport::Tcp);
     tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
     let connection = Connection::new(client_id);
-    if let Err(error) = request_loop(&system, &connection, &mut stream).await {
+    if let Err(error) = request_loop(&system, &connection, &mut stream, false).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
     system.on_disconnect(client_id);
 }
 
+/// Serves requests until the connection closes or, when it is `movable`, until it should
+/// move to another shard (asked between requests, with nothing of the next one read).
 async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
     system: &Shard<E>,
     connection: &Connection,
     stream: &mut S,
-) -> io::Result<()> {
+    movable: bool,
+) -> io::Result<Ended> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
     let idle_limit_us = system.session_idle_limit_us();
     loop {
@@ -179,7 +229,12 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
         stream.flush().await?;
         if !keep_open {
-            return Ok(());
+            return Ok(Ended::Closed);
+        }
+        if let Some(target) = connection.take_move()
+            && movable
+        {
+            return Ok(Ended::Moving(target));
         }
     }
 }

@@ -195,6 +195,9 @@ pub enum ConnectionKind {
     Tcp,
     /// Not upgraded yet: the serving shard performs the WebSocket handshake.
     WebSocket,
+    /// A plaintext TCP connection moved between requests from the shard that served it,
+    /// with its session: the new shard goes on reading the next request.
+    MovedTcp(crate::dispatch::ConnectionState),
 }
 
 /// Shard counts up to this serve plaintext connections on every shard, shard 0 included:

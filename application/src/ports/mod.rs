@@ -28,7 +28,8 @@ pub use storage::{Space, Storage, StorageFile};
 pub trait Env: 'static {
     type Storage: Storage;
     type Clock: Clock;
-    type Bus: ShardBus;
+    /// Carries requests between shards and moves connections to the shard they belong on.
+    type Bus: ShardBus + ConnectionHandoff;
     type MetadataReader: MetadataRead;
     type MetadataPublisher: MetadataPublish;
     type Offload: Offload;

@@ -48,6 +48,13 @@ impl ClientRegistry {
         self.lock().remove(&client_id);
     }
 
+    /// Records that another shard serves the connection now.
+    pub fn set_shard(&self, client_id: u32, shard: u16) {
+        if let Some(entry) = self.lock().get_mut(&client_id) {
+            entry.shard = shard;
+        }
+    }
+
     pub fn set_user(&self, client_id: u32, user_id: Option<u32>) {
         if let Some(entry) = self.lock().get_mut(&client_id) {
             entry.info.user_id = user_id;

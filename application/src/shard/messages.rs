@@ -51,6 +51,25 @@ impl<E: Env> Shard<E> {
         Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)
     }
 
+    /// The shard owning an existing partition.
+    pub(crate) fn partition_owner(&self, topic: &TopicRef, partition_id: u32) -> Option<u16> {
+        self.resolve_partition(topic, partition_id).ok().map(|namespace| self.shared.partitions.owner(namespace))
+    }
+
+    /// The shard a send with `partitioning` goes to, when it is one shard: always for an
+    /// explicit partition or a key, for a balanced send only when the topic has one partition.
+    pub(crate) fn send_owner(&self, topic: &TopicRef, partitioning: &Partitioning) -> Option<u16> {
+        let (stream_id, topic_id, count) = self.resolve_topic(topic).ok()?;
+        let partition_id = match partitioning {
+            Partitioning::PartitionId(partition_id) => *partition_id,
+            Partitioning::MessagesKey(key) => key_partition(key, count.max(1)),
+            Partitioning::Balanced if count == 1 => 0,
+            Partitioning::Balanced => return None,
+        };
+        let namespace = Namespace::new(stream_id, topic_id, partition_id).filter(|_| partition_id < count)?;
+        Some(self.shared.partitions.owner(namespace))
+    }
+
     fn choose_partition(
         &self,
         stream_id: u32,
@@ -63,7 +82,7 @@ impl<E: Env> Shard<E> {
         }
         Ok(match partitioning {
             Partitioning::PartitionId(partition_id) => *partition_id,
-            Partitioning::MessagesKey(key) => xxhash_rust::xxh32::xxh32(key, 0) % count,
+            Partitioning::MessagesKey(key) => key_partition(key, count),
             Partitioning::Balanced => {
                 let mut cursors = self.balanced.borrow_mut();
                 let cursor = cursors.entry((stream_id, topic_id)).or_insert(0);
@@ -169,4 +188,9 @@ impl<E: Env> Shard<E> {
         let namespace = self.resolve_partition(topic, partition_id)?;
         self.route_partition(namespace, PartitionOp::DeleteSegments { count: segments_count }).await
     }
+}
+
+/// The partition a message key maps to, among `count` (at least one).
+fn key_partition(key: &[u8], count: u32) -> u32 {
+    xxhash_rust::xxh32::xxh32(key, 0) % count
 }

@@ -283,6 +283,26 @@ impl<E: Env> Shard<E> {
         self.shared.config.security.session_idle_limit_us
     }
 
+    /// Hands a connection, between requests, to the shard its traffic belongs on; on failure
+    /// the descriptor comes back and this shard goes on serving it.
+    pub async fn move_connection(
+        &self,
+        target: u16,
+        fd: std::os::fd::OwnedFd,
+        peer: std::net::SocketAddr,
+        state: crate::ConnectionState,
+    ) -> Result<(), std::os::fd::OwnedFd> {
+        use crate::ports::ConnectionHandoff;
+        self.bus.hand_off(target, fd, peer, crate::ports::bus::ConnectionKind::MovedTcp(state)).await
+    }
+
+    /// Takes over a connection another shard moved here.
+    pub fn resume_connection(&self, state: crate::ConnectionState) -> crate::Connection {
+        self.shared.sessions.clients.set_shard(state.client_id, self.shard_id);
+        self.shared.telemetry.bus.connections_moved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::Connection::resume(state)
+    }
+
     /// The pool request frames are read into.
     pub fn pool(&self) -> &'static crate::memory_pool::MemoryPool {
         self.shared.pool

@@ -100,3 +100,43 @@ async fn partitions_of_every_shard_answer_any_connection() -> anyhow::Result<()>
     assert_eq!((stats.streams_count, stats.partitions_count, stats.messages_count), (3, 12, 120));
     Ok(())
 }
+
+/// Shards the server logged moving a connection to.
+fn move_targets(server: &TestServer) -> Vec<String> {
+    let logs = server.logs();
+    let moved = logs.lines().filter(|line| line.contains("client moved"));
+    moved
+        .filter_map(|line| line.split_whitespace().find_map(|field| field.strip_prefix("shard=")).map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_connection_moves_to_the_shard_owning_its_partition_and_keeps_its_session() -> anyhow::Result<()> {
+    let server = sharded(2)?;
+    let admin = connect_root(&server.tcp_address()).await?;
+    admin.create_stream("moving").await?;
+    admin.create_topic(&id(0), "events", &topic_options(1)).await?;
+    // Placement alternates over both shards, so one of these two is served away from the
+    // partition's owner; its sends and polls cross the bus until it moves.
+    let (clients, _) = connect_many(&server, 2).await?;
+    for (index, client) in clients.iter().enumerate() {
+        let me = client.get_me().await?;
+        for round in 0..40u64 {
+            let seed = (index as u64) * 1000 + round;
+            let mut batch = vec![sample_message(seed)];
+            client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut batch).await?;
+        }
+        let polled = poll_all(client, &id(0), &id(0), 0).await?;
+        assert_eq!(polled.len(), 40 * (index + 1), "everything sent so far reads back");
+        assert_eq!(client.get_me().await?.client_id, me.client_id, "the session went along");
+    }
+    let targets = move_targets(&server);
+    assert_eq!(targets.len(), 1, "exactly the connection on the other shard moved:\n{}", server.logs());
+    // Moved once, it stays: more traffic moves nothing.
+    let mut batch: Vec<IggyMessage> = (0..5).map(sample_message).collect();
+    for _ in 0..40 {
+        clients[0].send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut batch).await?;
+    }
+    assert_eq!(move_targets(&server), targets);
+    Ok(())
+}
