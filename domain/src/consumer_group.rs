@@ -2,7 +2,8 @@
 //! member may read. Members are sessions (the request header's `client` id) and carry the
 //! connection id they belong to. Rebalancing is cooperative: a partition moving from one member
 //! to another stays with its old owner until that owner syncs or `timeout_us` passes, so no
-//! partition is ever served to two members at once. Time comes in as microseconds.
+//! partition is ever served to two members at once; the old owner's next poll of it asks it
+//! to sync. Time comes in as microseconds.
 
 use std::collections::BTreeMap;
 
@@ -154,10 +155,12 @@ impl ConsumerGroup {
         Some((self.generation, self.assigned_to(client)))
     }
 
-    /// Whether `client` may read `partition` through the group right now.
+    /// Whether `client` may read `partition` through the group right now. A partition on its
+    /// way to another member is read by nobody: its old owner is told to re-sync (which hands
+    /// it over at once) instead of reading on until the timeout.
     pub fn owns(&mut self, client: u128, partition: u32, partitions_count: u32, now_us: u64, timeout_us: u64) -> bool {
         self.refresh(partitions_count, None, now_us, timeout_us);
-        self.owner.get(&partition) == Some(&client)
+        self.owner.get(&partition) == Some(&client) && !self.pending.contains_key(&partition)
     }
 
     pub fn members(&self) -> Vec<MemberInfo> {
@@ -189,8 +192,10 @@ mod tests {
         group.join(1, 10, 6, 0);
         assert_eq!(assignment(&mut group, &[1]), vec![vec![0, 1, 2, 3, 4, 5]]);
         group.join(2, 20, 6, 0);
-        // Member 1 may still poll everything until it syncs; only then do 1, 3, 5 move.
-        assert!(group.owns(1, 1, 6, 0, TIMEOUT) && !group.owns(2, 1, 6, 0, TIMEOUT));
+        // Partitions 1, 3, 5 are on their way to member 2: nobody reads them until member 1
+        // syncs (its poll of one asks it to); member 1 keeps reading 0, 2, 4.
+        assert!(!group.owns(1, 1, 6, 0, TIMEOUT) && !group.owns(2, 1, 6, 0, TIMEOUT));
+        assert!(group.owns(1, 0, 6, 0, TIMEOUT));
         assert_eq!(assignment(&mut group, &[2, 1]), vec![vec![1, 3, 5], vec![0, 2, 4]]);
         assert!(group.owns(2, 1, 6, 0, TIMEOUT) && !group.owns(1, 1, 6, 0, TIMEOUT));
         group.join(3, 30, 6, 0);
