@@ -32,7 +32,8 @@ bench *FLAGS:
     ./target/release/rill-bench --shards 1 {{FLAGS}}
     ./target/release/rill-bench --shards 2 {{FLAGS}}
 
-# The same scenario over each client transport (2 shards): tcp, tcp-tls, quic, websocket.
+# The same scenario over each client transport, on the default shard count: tcp, tcp-tls,
+# quic, websocket and http.
 bench-transports *FLAGS:
     cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench
     for transport in tcp tcp-tls quic websocket http; do RILL_TEST_TRANSPORT=$transport ./target/release/rill-bench {{FLAGS}}; done

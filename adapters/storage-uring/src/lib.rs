@@ -1,7 +1,7 @@
 //! File storage on compio, and the offload of CPU-heavy work to compio's blocking pool.
-//! Reads, writes and fsyncs go through io_uring; the rare directory
-//! operations (listing, recursive removal, directory fsync) use std, because io_uring has no
-//! opcode for them and they never sit on the message path.
+//! Reads, writes and fsyncs (a directory's too) go through io_uring; listing and recursive
+//! removal use std, because io_uring has no opcode for them, and they run only when a
+//! partition opens or is deleted, never on a send or poll.
 
 use std::io;
 use std::path::Path;
@@ -114,7 +114,12 @@ impl Storage for UringStorage {
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        std::fs::File::open(path)?.sync_all()
+        // A directory opens read-only like a file, and its fsync goes through io_uring, so
+        // the shard's thread never blocks on it (a segment seal runs this on the send path).
+        let dir = compio::fs::File::open(path).await?;
+        let synced = dir.sync_all().await;
+        let _ = dir.close().await;
+        synced
     }
 
     async fn space(&self, path: &Path) -> io::Result<Space> {

@@ -1,6 +1,7 @@
 //! The HTTP transport on axum. It runs on its own thread with a single-threaded tokio
 //! runtime (axum's home), beside the shards. Reads for authentication and metrics use the
-//! shared state and a metadata reader of its own, lock-free; every resource request is
+//! gateway context and a metadata reader of its own (behind a mutex only this thread
+//! takes, since the reader is not `Sync`); every resource request is
 //! encoded as the binary command and executed by a shard through the gateway port, so
 //! REST and binary clients share one decoder, authorization and journal.
 //!

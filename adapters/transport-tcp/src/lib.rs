@@ -45,8 +45,9 @@ pub async fn bind(address: &str, transport: &str) -> io::Result<TcpListener> {
     }
 }
 
-/// Accepts connections forever on shard 0 and hands each to the next peer shard by its
-/// duplicated descriptor, before a byte is read; shard 0 drops its own handle at once.
+/// Accepts connections forever on shard 0 and hands each to the shard `next_connection_shard`
+/// picks, by its duplicated descriptor, before a byte is read; shard 0 drops its own handle
+/// at once (or serves the connection itself when it is the pick).
 /// With TLS, connections stay on shard 0, where their TLS session lives.
 pub async fn serve<E: Env, H: ConnectionHandoff>(
     system: Rc<Shard<E>>,

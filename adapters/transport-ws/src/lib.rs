@@ -1,5 +1,6 @@
 //! The WebSocket transport: the client sends each request frame as one binary message and
-//! gets each reply as one. Plaintext connections are handed to peer shards at accept time,
+//! gets each reply as one. Plaintext connections are handed to the shard picked by
+//! `next_connection_shard` at accept time,
 //! like TCP ones (the upgrade happens on the serving shard); TLS (`wss://`) stays on shard 0.
 
 use std::net::SocketAddr;
@@ -22,8 +23,8 @@ fn config() -> WebSocketConfig {
     WebSocketConfig::default().max_message_size(Some(MAX_FRAME_SIZE)).max_frame_size(Some(MAX_FRAME_SIZE))
 }
 
-/// Accepts WebSocket connections on shard 0: plaintext ones go to the next peer shard by
-/// descriptor; with TLS they are served here.
+/// Accepts WebSocket connections on shard 0: plaintext ones go by descriptor to the shard
+/// `next_connection_shard` picks (possibly this one); with TLS they are served here.
 pub async fn serve<E: Env, H: ConnectionHandoff>(
     system: Rc<Shard<E>>,
     listener: TcpListener,

@@ -7,9 +7,10 @@
 //! pool lives for the whole process (`leak`), so a buffer needs no reference count to find
 //! its way home from any shard.
 //!
-//! Capacities are multiples of the 4 KiB page, but addresses are whatever the allocator
-//! returns: page-aligned addresses would need an unsafe custom allocation, and Rill does not
-//! use `O_DIRECT`, the one case where the kernel requires aligned buffers.
+//! Capacities are multiples of the 4 KiB page. Addresses are page-aligned only when the
+//! process's allocator makes them so (the server binary's does, for page-sized requests);
+//! nothing here depends on it, because Rill does not use `O_DIRECT`, the one case where the
+//! kernel requires aligned buffers.
 //!
 //! Accounting: the pool counts the bytes of the bucket buffers it has created, in use or
 //! free, and never lets that total pass its budget; past the budget, or above the largest
