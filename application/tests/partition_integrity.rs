@@ -325,3 +325,23 @@ fn a_payload_that_looks_like_a_header_cannot_derail_the_rebuild() {
     assert_eq!(read(&log, 0, 10).1.map(|d| (d.first_offset, d.last_offset)), Some((0, 0)));
     assert_eq!(read(&log, 1, 10).0, vec!["payload-2", "payload-3"]);
 }
+
+#[test]
+fn an_fsynced_append_survives_power_loss_though_its_index_entries_do_not() {
+    let storage = SimStorage::new();
+    let fsynced = common::settings(1 << 20, true, 1);
+    let mut log = open(&storage, fsynced.clone(), false);
+    for n in 0..4 {
+        block_on(log.append(&storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
+    }
+    drop(log);
+    // Only the log is flushed per append: power loss takes the unsynced index entries.
+    storage.crash(0);
+    assert_eq!(storage.file_len(&segment_path(0, "index")), Some(0), "the index was never fsynced");
+    let log = open(&storage, fsynced, false);
+    assert_eq!(log.next_offset(), 12, "every acknowledged batch is still there");
+    let (payloads, damaged) = read(&log, 0, 100);
+    assert_eq!(payloads.len(), 12);
+    assert_eq!(payloads.last().map(String::as_str), Some("payload-12"));
+    assert_eq!(damaged, None);
+}

@@ -145,7 +145,10 @@ impl<F: StorageFile> Segment<F> {
         if result.is_err() {
             return (result, written);
         }
-        if fsync && let Err(error) = self.sync().await {
+        // Only the log needs to be durable before the send is acknowledged: recovery indexes
+        // every batch past the index's end from the log itself, so a lost index tail costs a
+        // rescan at start, never a message, and each fsynced append pays one flush, not two.
+        if fsync && let Err(error) = self.log.sync().await {
             return (Err(error), written);
         }
         (Ok(()), written)
