@@ -330,7 +330,7 @@ fn a_payload_that_looks_like_a_header_cannot_derail_the_rebuild() {
 fn an_fsynced_append_survives_power_loss_though_its_index_entries_do_not() {
     let storage = SimStorage::new();
     let fsynced = common::settings(1 << 20, true, 1);
-    let mut log = open(&storage, fsynced.clone(), false);
+    let mut log = open(&storage, fsynced, false);
     for n in 0..4 {
         block_on(log.append(&storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
     }
