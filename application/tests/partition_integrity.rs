@@ -35,7 +35,8 @@ fn read(log: &PartitionLog<SimStorage>, start: u64, count: u32) -> (Vec<String>,
 }
 
 /// Twelve 3-message batches, three per segment: four segments (ids 1..=36), appended at
-/// times 10, 20, ..., 120.
+/// times 10, 20, ..., 120, and synced whole (every index entry on disk, as after a
+/// graceful stop).
 fn twelve_batches(storage: &SimStorage) -> PartitionLog<SimStorage> {
     let largest = batch_with_ids(&[10, 11, 12]).len() as u64;
     let mut log = open(storage, settings(largest * 3), false);
@@ -43,6 +44,7 @@ fn twelve_batches(storage: &SimStorage) -> PartitionLog<SimStorage> {
         block_on(log.append(storage, batch_with_ids(&ids_of(i as usize)), 10 * (i as u64 + 1))).unwrap();
     }
     assert_eq!(log.segments_count(), 4);
+    block_on(log.sync_active()).unwrap();
     log
 }
 
@@ -344,4 +346,30 @@ fn an_fsynced_append_survives_power_loss_though_its_index_entries_do_not() {
     assert_eq!(payloads.len(), 12);
     assert_eq!(payloads.last().map(String::as_str), Some("payload-12"));
     assert_eq!(damaged, None);
+}
+
+#[test]
+fn index_entries_are_written_in_runs_and_a_crash_loses_none_of_the_log() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30), false);
+    for n in 0..100 {
+        block_on(log.append(&storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
+    }
+    let index = segment_path(0, "index");
+    let entry = rill_domain::constants::INDEX_ENTRY_SIZE;
+    assert_eq!(storage.file_len(&index), Some(0), "100 entries are held back, not written one by one");
+    for n in 100..300 {
+        block_on(log.append(&storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
+    }
+    assert_eq!(storage.file_len(&index), Some(256 * entry), "a run is written once it is long enough");
+    block_on(log.sync_active()).unwrap();
+    assert_eq!(storage.file_len(&index), Some(300 * entry), "a sync writes the rest");
+    for n in 300..310 {
+        block_on(log.append(&storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
+    }
+    drop(log);
+    storage.crash(0);
+    let log = open(&storage, settings(1 << 30), false);
+    assert_eq!(log.next_offset(), 930, "every fsynced batch is found past the index's end");
+    assert_eq!(read(&log, 927, 10).0, vec!["payload-928", "payload-929", "payload-930"]);
 }

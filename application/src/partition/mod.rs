@@ -346,9 +346,15 @@ impl<S: Storage> PartitionLog<S> {
             wrote = true;
         }
         if fsync && !wrote {
-            self.segments.last().unwrap().sync().await?;
+            self.segments.last_mut().unwrap().sync().await?;
         }
         Ok(wrote)
+    }
+
+    /// Makes the active segment durable whole, index entries held back included (a
+    /// graceful stop, after the last flush).
+    pub async fn sync_active(&mut self) -> io::Result<()> {
+        self.segments.last_mut().expect("a partition always has a segment").sync().await
     }
 
     /// Which incarnation of the partition's files this is (a purge starts a new one).
@@ -358,7 +364,7 @@ impl<S: Storage> PartitionLog<S> {
 
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {
         // A sealed segment is never written again, so make it durable once, now.
-        self.segments.last().unwrap().sync().await?;
+        self.segments.last_mut().unwrap().sync().await?;
         let segment = Segment::create(storage, &self.dir, start_offset).await?;
         self.segments.push(segment);
         storage.sync_dir(&self.dir).await

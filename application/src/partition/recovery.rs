@@ -57,7 +57,8 @@ impl<F: StorageFile> Segment<F> {
         let mut entries = read_index(&index).await?;
         let read_entries = entries.clone();
         keep_consistent_prefix(&mut entries, log_len);
-        let mut segment = Self { start_offset, log_path, log: std::rc::Rc::new(log), index, size_bytes: 0, entries };
+        let mut segment =
+            Self { start_offset, log_path, log: std::rc::Rc::new(log), index, size_bytes: 0, entries, indexed: 0 };
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last
@@ -82,6 +83,8 @@ impl<F: StorageFile> Segment<F> {
         if segment.entries != read_entries {
             segment.rewrite_index().await?;
         }
+        // The index file now holds every entry (as read, or rewritten).
+        segment.indexed = segment.entries.len();
         Ok((segment, recovery))
     }
 

@@ -1,6 +1,9 @@
 //! One segment on disk: its `.log` of stamped batches and its `.index` of one entry per
-//! batch. Appends either land whole (log, index, and fsync when asked) or leave the segment
-//! as it was; reads check every batch before any of it is served.
+//! batch. Appends either land whole or leave the segment as it was; reads check every batch
+//! before any of it is served. The index on disk may trail the log: recovery indexes every
+//! batch past its end from the log, so entries are written in runs (see `INDEX_WRITE_*`),
+//! and completely when the segment is synced (sealing, an fsync with nothing to write,
+//! shutdown), rather than with one extra write per append.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,6 +15,12 @@ use rill_domain::segment::{self, IndexEntry};
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
+
+/// Index entries held back before they are written: a crash then costs at most this many
+/// batches of rescanning at start.
+const INDEX_WRITE_ENTRIES: usize = 256;
+/// Log bytes whose entries are held back before they are written, bounding that rescan.
+const INDEX_WRITE_BYTES: u64 = 16 << 20;
 
 /// A plain buffer of `len` bytes for a read off the hot path (recovery, scrubbing).
 pub(super) fn scratch(len: usize) -> PoolSlice {
@@ -26,6 +35,8 @@ pub struct Segment<F> {
     pub(super) index: F,
     pub size_bytes: u64,
     pub entries: Vec<IndexEntry>,
+    /// How many of `entries` the index file holds.
+    pub(super) indexed: usize,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -80,51 +91,85 @@ impl<F: StorageFile> Segment<F> {
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         log.truncate(0).await?;
         index.truncate(0).await?;
-        Ok(Self { start_offset, log_path, log: Rc::new(log), index, size_bytes: 0, entries: Vec::new() })
+        Ok(Self { start_offset, log_path, log: Rc::new(log), index, size_bytes: 0, entries: Vec::new(), indexed: 0 })
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
-    /// their index entries, both fsynced when asked. Either all of it lands and the segment
-    /// grows, or the segment stays as it was (a written prefix is cut, best effort) and the
-    /// call fails. The buffers always come back, in order, for recycling or a retry.
+    /// (when enough are held back) the index entries not yet written, then an fsync of the
+    /// log when asked. Either all of it lands and the segment grows, or the segment stays as
+    /// it was (a written prefix is cut, best effort) and the call fails. The buffers always
+    /// come back, in order, for recycling or a retry.
     pub async fn append(&mut self, batches: Vec<PoolSlice>, fsync: bool) -> (io::Result<()>, Vec<PoolSlice>) {
-        let mut index_bytes = Vec::with_capacity(batches.len() * INDEX_ENTRY_SIZE);
+        let (before_entries, before_size) = (self.entries.len(), self.size_bytes);
         let mut position = self.size_bytes;
         let mut new_entries = Vec::with_capacity(batches.len());
         for stored in &batches {
-            let entry = entry_for(&BatchHeader::read(stored), self.start_offset, position);
-            entry.encode(&mut index_bytes);
-            new_entries.push(entry);
+            new_entries.push(entry_for(&BatchHeader::read(stored), self.start_offset, position));
             position += stored.len() as u64;
         }
-        let (result, batches) = self.write_all(batches, index_bytes, fsync).await;
+        let (result, batches) = self.write_log(batches).await;
         if let Err(error) = result {
             self.cut_back().await;
             return (Err(error), batches);
         }
         self.entries.extend(new_entries);
         self.size_bytes = position;
+        // Only the log needs to be durable before the send is acknowledged: a lost index
+        // tail costs a rescan at start, never a message.
+        let result = match self.index_due() {
+            true => self.write_index().await,
+            false => Ok(()),
+        };
+        let result = match (result, fsync) {
+            (Ok(()), true) => self.log.sync().await,
+            (result, _) => result,
+        };
+        if let Err(error) = result {
+            self.entries.truncate(before_entries);
+            self.size_bytes = before_size;
+            self.cut_back().await;
+            return (Err(error), batches);
+        }
         (Ok(()), batches)
+    }
+
+    /// Whether the entries held back have reached a limit.
+    fn index_due(&self) -> bool {
+        let held = &self.entries[self.indexed.min(self.entries.len())..];
+        held.len() >= INDEX_WRITE_ENTRIES
+            || held.first().is_some_and(|first| self.size_bytes - first.position as u64 >= INDEX_WRITE_BYTES)
+    }
+
+    /// Writes the entries the index file does not hold yet.
+    async fn write_index(&mut self) -> io::Result<()> {
+        if self.indexed >= self.entries.len() {
+            return Ok(());
+        }
+        let mut bytes = Vec::with_capacity((self.entries.len() - self.indexed) * INDEX_ENTRY_SIZE);
+        for entry in &self.entries[self.indexed..] {
+            entry.encode(&mut bytes);
+        }
+        let position = (self.indexed * INDEX_ENTRY_SIZE) as u64;
+        let (result, _) = self.index.write_at(vec![PoolSlice::plain(bytes)], position).await;
+        result?;
+        self.indexed = self.entries.len();
+        Ok(())
     }
 
     /// Cuts what a failed append left past the segment's end, durably, so no batch that was
     /// refused turns up after a restart. Best effort: on a disk that fails every call the
     /// cut fails too, and a crash may then bring a refused batch back (at its own offsets,
     /// never over an acknowledged one).
-    async fn cut_back(&self) {
-        let index_len = (self.entries.len() * INDEX_ENTRY_SIZE) as u64;
+    async fn cut_back(&mut self) {
+        self.indexed = self.indexed.min(self.entries.len());
+        let index_len = (self.indexed * INDEX_ENTRY_SIZE) as u64;
         if self.log.truncate(self.size_bytes).await.is_ok() && self.index.truncate(index_len).await.is_ok() {
             let _ = self.log.sync().await;
             let _ = self.index.sync().await;
         }
     }
 
-    async fn write_all(
-        &self,
-        batches: Vec<PoolSlice>,
-        index_bytes: Vec<u8>,
-        fsync: bool,
-    ) -> (io::Result<()>, Vec<PoolSlice>) {
+    async fn write_log(&self, batches: Vec<PoolSlice>) -> (io::Result<()>, Vec<PoolSlice>) {
         let mut write_position = self.size_bytes;
         let mut remaining = batches;
         let mut written = Vec::with_capacity(remaining.len());
@@ -140,21 +185,13 @@ impl<F: StorageFile> Segment<F> {
             write_position += chunk_len;
             remaining = rest;
         }
-        let index_position = (self.entries.len() * INDEX_ENTRY_SIZE) as u64;
-        let (result, _) = self.index.write_at(vec![PoolSlice::plain(index_bytes)], index_position).await;
-        if result.is_err() {
-            return (result, written);
-        }
-        // Only the log needs to be durable before the send is acknowledged: recovery indexes
-        // every batch past the index's end from the log itself, so a lost index tail costs a
-        // rescan at start, never a message, and each fsynced append pays one flush, not two.
-        if fsync && let Err(error) = self.log.sync().await {
-            return (Err(error), written);
-        }
         (Ok(()), written)
     }
 
-    pub async fn sync(&self) -> io::Result<()> {
+    /// Makes the segment durable whole: the entries held back are written, then log and
+    /// index are fsynced.
+    pub async fn sync(&mut self) -> io::Result<()> {
+        self.write_index().await?;
         self.log.sync().await?;
         self.index.sync().await
     }

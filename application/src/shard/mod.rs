@@ -388,7 +388,11 @@ impl<E: Env> Shard<E> {
         let mut failure = None;
         for (namespace, partition) in owned {
             let mut log = partition.log.lock().await;
-            if let Err(error) = log.flush(&self.storage, true).await {
+            let flushed = match log.flush(&self.storage, true).await {
+                Ok(()) => log.sync_active().await,
+                failed => failed,
+            };
+            if let Err(error) = flushed {
                 tracing::error!(
                     %error,
                     partition = %maintenance::namespace_label(namespace),
