@@ -273,6 +273,14 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         rebalancing_timeout_us: duration("consumer_group.rebalancing_timeout")?,
         token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
         session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
+        max_connections: u32::try_from(
+            leaves["connections.max_connections"].as_integer().expect("types were checked against the defaults"),
+        )
+        .ok()
+        .context("invalid value for `connections.max_connections` (expected 0 to 4294967295)")?,
+        login_timeout_us: duration("connections.login_timeout")?,
+        frame_timeout_us: duration("connections.frame_timeout")?,
+        max_frame_bytes: frame_size_limit(&text("connections.max_frame_size"))?,
     };
     let list = |key: &str| -> anyhow::Result<Vec<String>> {
         let items = leaves[key].as_array().expect("types were checked against the defaults");
@@ -396,6 +404,18 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         bail!("invalid value for `system.path`: `` (expected a directory path)");
     }
     Ok(())
+}
+
+/// `connections.max_frame_size`: a size from one header (256 bytes) up to the protocol's
+/// 64 MiB frame limit.
+fn frame_size_limit(value: &str) -> anyhow::Result<usize> {
+    let max = rill_domain::constants::MAX_FRAME_SIZE as u64;
+    rill_domain::topic_options::parse_size_bytes(value)
+        .filter(|bytes| (rill_domain::constants::HEADER_SIZE as u64..=max).contains(bytes))
+        .map(|bytes| bytes as usize)
+        .with_context(|| {
+            format!("invalid value for `connections.max_frame_size`: `{value}` (expected a size from 256 B to 64 MiB)")
+        })
 }
 
 #[cfg(test)]

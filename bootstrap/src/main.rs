@@ -98,6 +98,9 @@ fn main() -> ExitCode {
     for key in &config.unknown_keys {
         tracing::warn!(key = %key, "unknown configuration key; it has no effect");
     }
+    if let Some(limit) = host::raise_open_files_limit() {
+        tracing::debug!(open_files = limit, "open-files limit");
+    }
     let root = host::root_seed(
         env.get("IGGY_ROOT_USERNAME").cloned(),
         env.get("IGGY_ROOT_PASSWORD").cloned(),

@@ -58,9 +58,23 @@ pub async fn serve<E: Env>(system: Rc<Shard<E>>, endpoint: Endpoint) {
 }
 
 async fn serve_connection<E: Env>(system: Rc<Shard<E>>, quic: QuicConnection, peer: SocketAddr) {
-    let client_id = system.connect(peer.to_string(), Transport::Quic);
+    let Some(client_id) = system.connect(peer.to_string(), Transport::Quic) else {
+        quic.close(VarInt::from_u32(1), b"connection limit reached");
+        return;
+    };
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "quic", "client connected");
     let connection = Rc::new(Connection::new(client_id));
+    if let Some(timeout_us) = system.login_timeout_us() {
+        // A connection that has not logged in by the login timeout is closed.
+        let (quic, connection) = (quic.clone(), connection.clone());
+        compio::runtime::spawn(async move {
+            compio::time::sleep(std::time::Duration::from_micros(timeout_us)).await;
+            if connection.bound().is_none() {
+                quic.close(VarInt::from_u32(2), b"no login within the login timeout");
+            }
+        })
+        .detach();
+    }
     while let Ok((send, recv)) = quic.accept_bi().await {
         let (system, connection) = (system.clone(), connection.clone());
         compio::runtime::spawn(async move { serve_stream(&system, &connection, send, recv).await }).detach();
@@ -70,20 +84,28 @@ async fn serve_connection<E: Env>(system: Rc<Shard<E>>, quic: QuicConnection, pe
 
 /// Reads the stream's one frame (bounded by the frame limit), answers it, finishes.
 async fn serve_stream<E: Env>(system: &Shard<E>, connection: &Connection, mut send: SendStream, mut recv: RecvStream) {
-    let mut frame = Vec::new();
-    loop {
-        match recv.read_chunk(MAX_FRAME_SIZE, true).await {
-            Ok(Some(chunk)) if frame.len() + chunk.bytes.len() <= MAX_FRAME_SIZE => {
-                frame.extend_from_slice(&chunk.bytes)
-            }
-            Ok(None) => break,
-            // Too large, reset or lost: nothing sensible to answer.
-            _ => {
-                let _ = recv.stop(0u32.into());
-                return;
+    let limit = system.max_frame_bytes();
+    let read = async {
+        let mut frame = Vec::new();
+        loop {
+            match recv.read_chunk(limit, true).await {
+                Ok(Some(chunk)) if frame.len() + chunk.bytes.len() <= limit => frame.extend_from_slice(&chunk.bytes),
+                Ok(None) => return Some(frame),
+                // Too large, reset or lost: nothing sensible to answer.
+                _ => return None,
             }
         }
-    }
+    };
+    let read = match system.frame_timeout_us() {
+        Some(timeout_us) => {
+            compio::time::timeout(std::time::Duration::from_micros(timeout_us), read).await.ok().flatten()
+        }
+        None => read.await,
+    };
+    let Some(frame) = read else {
+        let _ = recv.stop(0u32.into());
+        return;
+    };
     let Some(outcome) = system.handle_frame(connection, PoolBuf::plain(frame)).await else {
         let _ = send.reset(0u32.into());
         return;

@@ -5,6 +5,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
@@ -135,14 +136,14 @@ async fn serve_plain<E: Env>(
 ) {
     let connection = match moved {
         Some(state) => system.resume_connection(state),
-        None => {
-            let client_id = system.connect(peer.to_string(), Transport::Tcp);
-            tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
-            Connection::new(client_id)
-        }
+        None => match register(&system, &mut stream, peer).await {
+            Some(connection) => connection,
+            None => return,
+        },
     };
+    let mut unbound_since = Instant::now();
     loop {
-        match request_loop(&system, &connection, &mut stream, true).await {
+        match request_loop(&system, &connection, &mut stream, true, &mut unbound_since).await {
             Ok(Ended::Moving(target)) => {
                 let Ok(fd) = stream.as_fd().try_clone_to_owned() else { continue };
                 if system.move_connection(target, fd, peer, connection.state()).await.is_ok() {
@@ -161,6 +162,18 @@ async fn serve_plain<E: Env>(
     system.on_disconnect(connection.client_id);
 }
 
+/// Registers a new connection, or refuses it with an Eviction when the server already
+/// serves its `max_connections`.
+async fn register<E: Env, S: AsyncWrite>(system: &Shard<E>, stream: &mut S, peer: SocketAddr) -> Option<Connection> {
+    let Some(client_id) = system.connect(peer.to_string(), Transport::Tcp) else {
+        let _ = stream.write_all(encode_eviction(1, EvictionReason::SessionError, (0, 0))).await;
+        let _ = stream.flush().await;
+        return None;
+    };
+    tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
+    Some(Connection::new(client_id))
+}
+
 /// Serves one connection that cannot move (TLS: its session lives on this shard) until the
 /// peer closes it, a frame is malformed, or the dispatcher evicts the session.
 pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
@@ -168,45 +181,65 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
     mut stream: S,
     peer: SocketAddr,
 ) {
-    let client_id = system.connect(peer.to_string(), Transport::Tcp);
-    tracing::info!(client_id, %peer, shard = system.shard_id(), "client connected");
-    let connection = Connection::new(client_id);
-    if let Err(error) = request_loop(&system, &connection, &mut stream, false).await {
+    let Some(connection) = register(&system, &mut stream, peer).await else { return };
+    let mut unbound_since = Instant::now();
+    if let Err(error) = request_loop(&system, &connection, &mut stream, false, &mut unbound_since).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
-    system.on_disconnect(client_id);
+    system.on_disconnect(connection.client_id);
+}
+
+/// Runs `future` within `timeout_us` (`None`: without a limit).
+async fn within<T>(timeout_us: Option<u64>, future: impl Future<Output = T>) -> Option<T> {
+    match timeout_us {
+        None => Some(future.await),
+        Some(timeout_us) => compio::time::timeout(Duration::from_micros(timeout_us), future).await.ok(),
+    }
+}
+
+/// Writes a last Eviction frame (best effort) and ends the connection with `why`.
+async fn evict<S: AsyncWrite>(stream: &mut S, connection: &Connection, reason: EvictionReason, why: &str) -> io::Error {
+    let client = connection.bound().map_or(1, |bound| bound.client);
+    let _ = stream.write_all(encode_eviction(client, reason, (0, 0))).await;
+    let _ = stream.flush().await;
+    io::Error::new(io::ErrorKind::TimedOut, why.to_owned())
 }
 
 /// Serves requests until the connection closes or, when it is `movable`, until it should
 /// move to another shard (asked between requests, with nothing of the next one read).
+/// Limits: a header must arrive within the idle limit (logged in) or what is left of the
+/// login timeout since `unbound_since` (no session); a body within the frame timeout; no
+/// frame may exceed the frame size limit.
 async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
     system: &Shard<E>,
     connection: &Connection,
     stream: &mut S,
     movable: bool,
+    unbound_since: &mut Instant,
 ) -> io::Result<Ended> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
-    let idle_limit_us = system.session_idle_limit_us();
     loop {
-        let read = stream.read_exact(header_buf);
-        let BufResult(result, buf) = if idle_limit_us == 0 {
-            read.await
-        } else {
-            match compio::time::timeout(std::time::Duration::from_micros(idle_limit_us), read).await {
-                Ok(done) => done,
-                Err(_) => {
-                    let client = connection.bound().map_or(1, |bound| bound.client);
-                    let _ = stream.write_all(encode_eviction(client, EvictionReason::StaleClient, (0, 0))).await;
-                    let _ = stream.flush().await;
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "session idle past its limit"));
-                }
-            }
+        let unbound_for_us = unbound_since.elapsed().as_micros() as u64;
+        let deadline = system.header_deadline(connection, unbound_for_us);
+        let Some(BufResult(result, buf)) = within(deadline.map(|(us, _)| us), stream.read_exact(header_buf)).await
+        else {
+            let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
+            let why = match reason {
+                EvictionReason::NoSession => "no login within the login timeout",
+                _ => "connection idle past its limit",
+            };
+            return Err(evict(stream, connection, reason, why).await);
         };
         header_buf = buf;
         result?;
         let header_bytes: &[u8; HEADER_SIZE] = header_buf.as_slice().try_into().expect("header buffer is 256 bytes");
         let size = frame_size(header_bytes)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
+        if size > system.max_frame_bytes() {
+            return Err(
+                evict(stream, connection, EvictionReason::InvalidRequestBodySize, "frame over the size limit").await
+            );
+        }
         // One pooled frame holds header and body; the body is read straight into it, and
         // the frame goes to the dispatcher by value (a send's batch moves on inside it).
         let pool = system.pool();
@@ -214,10 +247,19 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         frame[..HEADER_SIZE].copy_from_slice(header_bytes);
         if size > HEADER_SIZE {
             let (vec, home) = frame.into_vec();
-            let BufResult(result, body) = stream.read_exact(vec.slice(HEADER_SIZE..size)).await;
+            let read = within(system.frame_timeout_us(), stream.read_exact(vec.slice(HEADER_SIZE..size))).await;
+            // A body that does not arrive in time: the buffer stays with the cancelled read
+            // and is counted gone; the connection ends.
+            let Some(BufResult(result, body)) = read else {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "frame body not received within the frame timeout",
+                ));
+            };
             frame = PoolBuf::from_vec(body.into_inner(), home);
             result?;
         }
+        let was_bound = connection.bound().is_some();
         let (reply, keep_open) = match system.handle(connection, frame).await {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
@@ -231,6 +273,10 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         stream.flush().await?;
         if !keep_open {
             return Ok(Ended::Closed);
+        }
+        if was_bound && connection.bound().is_none() {
+            // Logged out: the login timeout starts again.
+            *unbound_since = Instant::now();
         }
         if let Some(target) = connection.take_move()
             && movable

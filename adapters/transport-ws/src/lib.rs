@@ -16,11 +16,14 @@ use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, Outcome, Shard, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
+use rill_domain::wire::header::{EvictionReason, encode_eviction};
 
 /// Messages and frames above the protocol's frame limit are refused by the WebSocket
 /// layer itself, before they are buffered.
-fn config() -> WebSocketConfig {
-    WebSocketConfig::default().max_message_size(Some(MAX_FRAME_SIZE)).max_frame_size(Some(MAX_FRAME_SIZE))
+/// A message (one request frame) may be at most `max_frame_bytes`.
+fn config(max_frame_bytes: usize) -> WebSocketConfig {
+    let limit = max_frame_bytes.min(MAX_FRAME_SIZE);
+    WebSocketConfig::default().max_message_size(Some(limit)).max_frame_size(Some(limit))
 }
 
 /// Accepts WebSocket connections on shard 0: plaintext ones go by descriptor to the shard
@@ -76,20 +79,41 @@ async fn upgrade_and_serve<E: Env, T>(system: Rc<Shard<E>>, stream: T, peer: Soc
 where
     T: compio::ws::IntoMaybeTlsStream<TcpStream>,
 {
-    let mut socket = match compio::ws::accept_async_with_config(stream, Some(config())).await {
+    let mut socket = match compio::ws::accept_async_with_config(stream, Some(config(system.max_frame_bytes()))).await {
         Ok(socket) => socket,
         Err(error) => {
             tracing::debug!(%peer, %error, "websocket upgrade failed");
             return;
         }
     };
-    let client_id = system.connect(peer.to_string(), Transport::WebSocket);
+    let Some(client_id) = system.connect(peer.to_string(), Transport::WebSocket) else {
+        let refusal = encode_eviction(1, EvictionReason::SessionError, (0, 0));
+        let _ = socket.send(Message::Binary(refusal.into())).await;
+        let _ = socket.close(None).await;
+        return;
+    };
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "websocket", "client connected");
     let connection = Connection::new(client_id);
+    let mut unbound_since = std::time::Instant::now();
     loop {
+        // A whole message must arrive within the idle limit, or what is left of the login
+        // timeout while the connection has no session.
+        let deadline = system.header_deadline(&connection, unbound_since.elapsed().as_micros() as u64);
+        let read = match deadline {
+            Some((timeout_us, _)) => {
+                compio::time::timeout(std::time::Duration::from_micros(timeout_us), socket.read()).await
+            }
+            None => Ok(socket.read().await),
+        };
+        let Ok(read) = read else {
+            let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
+            let client = connection.bound().map_or(1, |bound| bound.client);
+            let _ = socket.send(Message::Binary(encode_eviction(client, reason, (0, 0)).into())).await;
+            break;
+        };
         // The message's own buffer becomes the request frame (no copy when the WebSocket
         // layer holds it alone).
-        let frame = match socket.read().await {
+        let frame = match read {
             Ok(Message::Binary(bytes)) => Vec::from(bytes),
             // Text is treated as bytes, as the clients do; control frames are answered by
             // the WebSocket layer itself.
@@ -97,7 +121,11 @@ where
             Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
             Ok(Message::Close(_)) | Err(_) => break,
         };
+        let was_bound = connection.bound().is_some();
         let Some(outcome) = system.handle_frame(&connection, PoolBuf::plain(frame)).await else { break };
+        if was_bound && connection.bound().is_none() {
+            unbound_since = std::time::Instant::now();
+        }
         let (reply, keep_open) = match outcome {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),

@@ -67,6 +67,16 @@ pub struct SecurityConfig {
     /// A connection silent for longer than this is evicted (0: never). Clients ping every
     /// few seconds, so only dead or stuck peers reach it.
     pub session_idle_limit_us: u64,
+    /// Client connections served at once over the binary transports (0: no limit).
+    pub max_connections: u32,
+    /// How long a connection may go without a logged-in session, from connect or logout
+    /// (0: no limit).
+    pub login_timeout_us: u64,
+    /// How long a frame's body may take to arrive once its header has (0: no limit).
+    pub frame_timeout_us: u64,
+    /// The largest request frame a connection may send, header included: what one
+    /// connection can make the server buffer.
+    pub max_frame_bytes: usize,
 }
 
 impl Default for SecurityConfig {
@@ -78,6 +88,10 @@ impl Default for SecurityConfig {
             rebalancing_timeout_us: 30_000_000,
             token_cleaner_interval_us: 60_000_000,
             session_idle_limit_us: 36_000_000,
+            max_connections: 10_000,
+            login_timeout_us: 10_000_000,
+            frame_timeout_us: 30_000_000,
+            max_frame_bytes: rill_domain::constants::MAX_FRAME_SIZE,
         }
     }
 }
@@ -273,14 +287,56 @@ impl<E: Env> Shard<E> {
         self.shared.shard_count
     }
 
-    /// Registers a connection served on this shard; its client id.
-    pub fn connect(&self, peer: String, transport: Transport) -> u32 {
-        self.shared.sessions.clients.connect(peer, transport, self.shard_id)
+    /// Registers a connection served on this shard; its client id, or `None` when
+    /// `max_connections` are served already (the transport closes it).
+    pub fn connect(&self, peer: String, transport: Transport) -> Option<u32> {
+        let limit = self.shared.config.security.max_connections;
+        let clients = &self.shared.sessions.clients;
+        if limit != 0 && clients.count() >= limit {
+            tracing::warn!(%peer, max_connections = limit, "connection refused: the connection limit is reached");
+            return None;
+        }
+        Some(clients.connect(peer, transport, self.shard_id))
     }
 
-    /// How long a connection may stay silent before it is evicted; 0: forever.
-    pub fn session_idle_limit_us(&self) -> u64 {
-        self.shared.config.security.session_idle_limit_us
+    /// How long the next request's header may take to arrive, and why the connection is
+    /// evicted when it does not (`None`: no limit). A logged-in connection has the idle
+    /// limit; one without a session for `unbound_for_us` has the sooner of the idle limit
+    /// and what is left of the login timeout (0 once it ran out).
+    pub fn header_deadline(
+        &self,
+        connection: &crate::Connection,
+        unbound_for_us: u64,
+    ) -> Option<(u64, rill_domain::wire::header::EvictionReason)> {
+        use rill_domain::wire::header::EvictionReason;
+        let security = &self.shared.config.security;
+        let idle = (security.session_idle_limit_us != 0)
+            .then_some((security.session_idle_limit_us, EvictionReason::StaleClient));
+        if connection.bound().is_some() || security.login_timeout_us == 0 {
+            return idle;
+        }
+        let login = (security.login_timeout_us.saturating_sub(unbound_for_us), EvictionReason::NoSession);
+        Some(match idle {
+            Some(idle) if idle.0 < login.0 => idle,
+            _ => login,
+        })
+    }
+
+    /// How long a connection may stay without a session (`None`: no limit).
+    pub fn login_timeout_us(&self) -> Option<u64> {
+        let timeout = self.shared.config.security.login_timeout_us;
+        (timeout != 0).then_some(timeout)
+    }
+
+    /// How long a frame's body may take once its header arrived (`None`: no limit).
+    pub fn frame_timeout_us(&self) -> Option<u64> {
+        let timeout = self.shared.config.security.frame_timeout_us;
+        (timeout != 0).then_some(timeout)
+    }
+
+    /// The largest request frame a connection may send, header included.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.shared.config.security.max_frame_bytes
     }
 
     /// Hands a connection, between requests, to the shard its traffic belongs on; on failure

@@ -101,7 +101,8 @@ pub struct Client {
 
 impl Client {
     pub fn login(system: &Rc<Shard<SimEnv>>) -> Self {
-        let client_id = system.connect("sim".into(), rill_application::Transport::Tcp);
+        let client_id =
+            system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
         let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
         body.extend_from_slice(b"\x04iggy\x04iggy\x00\x00\x00\x00");

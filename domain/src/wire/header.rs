@@ -123,9 +123,13 @@ pub enum EvictionReason {
     NoSession = 1,
     InvalidRequestOperation = 4,
     InvalidRequestBody = 5,
+    /// The frame is larger than the server accepts.
+    InvalidRequestBodySize = 6,
     InvalidCredentials = 9,
     InvalidToken = 10,
     UserInactive = 11,
+    /// The server will not hold a session for this connection (its connection limit).
+    SessionError = 12,
     StaleClient = 13,
     IncompatibleProtocol = 14,
     MalformedLogin = 15,

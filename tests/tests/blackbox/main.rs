@@ -11,6 +11,7 @@ mod disk_full;
 mod high_level;
 mod http_api;
 mod integrity;
+mod limits;
 mod messages;
 mod metadata_journal;
 mod metrics;
