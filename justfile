@@ -20,6 +20,12 @@ fmt:
 sim SEED="" SEEDS="50000":
     if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim random_clusters -- --nocapture; else VSR_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim -- --nocapture; fi
 
+# kill -9 under load in a loop against the release server, checked against a ledger of
+# acknowledged messages (docs/testing.md). `just crash-loop 50 <seed>` fixes the kill moments.
+crash-loop CYCLES="1000" SEED="":
+    cargo build --release -p rill-bootstrap --bin rill-server
+    RILL_SERVER_BIN=target/release/rill-server CRASH_LOOP_CYCLES={{CYCLES}} CRASH_LOOP_SEED={{SEED}} cargo test --workspace --test blackbox crash_loop -- --nocapture
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

@@ -113,6 +113,9 @@ pub struct TestServer {
     launches: u32,
     /// Ports of the QUIC, WebSocket and HTTP listeners (enabled when the run tests them).
     ports: transport::ListenerPorts,
+    /// Whether dropping the server prints every launch's logs (a long loop of restarts
+    /// reports its own failures instead).
+    logs_on_drop: bool,
 }
 
 impl TestServer {
@@ -143,6 +146,7 @@ impl TestServer {
             child: None,
             launches: 0,
             ports: transport::ListenerPorts { quic: free_port(), websocket: free_port(), http: free_port() },
+            logs_on_drop: true,
         };
         server.launch()?;
         Ok(server)
@@ -207,8 +211,12 @@ impl TestServer {
 
     /// The tails of the stdout and stderr files of every launch, for diagnostics.
     pub fn logs(&self) -> String {
+        self.log_tails(1..=self.launches)
+    }
+
+    fn log_tails(&self, launches: std::ops::RangeInclusive<u32>) -> String {
         let mut out = String::new();
-        for launch in 1..=self.launches {
+        for launch in launches {
             for stream in ["stdout", "stderr"] {
                 let path = self.log_path(launch, stream);
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -222,6 +230,16 @@ impl TestServer {
             }
         }
         out
+    }
+
+    /// Whether dropping the server prints its logs (on by default).
+    pub fn print_logs_on_drop(&mut self, on: bool) {
+        self.logs_on_drop = on;
+    }
+
+    /// The tails of the last launch's stdout and stderr.
+    pub fn logs_of_last_launch(&self) -> String {
+        self.log_tails(self.launches..=self.launches)
     }
 
     fn log_path(&self, launch: u32, stream: &str) -> PathBuf {
@@ -297,7 +315,9 @@ impl Drop for TestServer {
         }
         // Test output is captured and shown only for failing tests, where these logs
         // are the first thing one wants to read.
-        eprintln!("rill-server logs for {}:\n{}", self.address, self.logs());
+        if self.logs_on_drop {
+            eprintln!("rill-server logs for {}:\n{}", self.address, self.logs());
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod config;
 mod consumer_groups;
+mod crash_loop;
 mod dedup;
 mod disk_full;
 mod high_level;
