@@ -26,6 +26,11 @@ crash-loop CYCLES="1000" SEED="":
     cargo build --release -p rill-bootstrap --bin rill-server
     RILL_SERVER_BIN=target/release/rill-server CRASH_LOOP_CYCLES={{CYCLES}} CRASH_LOOP_SEED={{SEED}} cargo test --workspace --test blackbox crash_loop -- --nocapture
 
+# Every fuzz target (fuzz/, libFuzzer through cargo-fuzz) for SECONDS each, after the kept
+# regression inputs; the corpus grows in target/fuzz-corpus/ from run to run.
+fuzz SECONDS="300":
+    bash scripts/fuzz.sh {{SECONDS}}
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

@@ -52,3 +52,8 @@ done
 # here): clusters of 1, 3 and 5 replicas under seeded network, storage and crash faults.
 # A failing seed prints itself and `just sim <seed>` to replay it.
 VSR_SEEDS=50000 cargo test --release -p rill-simulation --test vsr_sim -- --nocapture
+
+# Every fuzz target for 20 s from the seeds and the regression inputs (scripts/fuzz.sh;
+# `just fuzz SECONDS` runs longer). A crash fails the run and leaves its input under
+# fuzz/artifacts/.
+bash scripts/fuzz.sh 20

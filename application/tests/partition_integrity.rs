@@ -174,6 +174,39 @@ fn a_missing_index_and_rot_keep_every_offset_and_report_the_damage() {
 }
 
 #[test]
+fn a_sealed_segment_cut_below_one_header_reports_its_offsets_as_damaged() {
+    // Found by the partition_files fuzz target: the remnant was neither indexed nor cut, so
+    // a poll of its offsets came back empty with no error, and a consumer stalled there.
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    let file = block_on(storage.open(&segment_path(9, "log"))).unwrap();
+    block_on(file.truncate(100)).unwrap();
+    block_on(storage.remove_file(&segment_path(9, "index"))).unwrap();
+    let log = open(&storage, settings(1 << 20), true);
+    assert_eq!(log.next_offset(), 36);
+    assert_eq!(read(&log, 9, 3).1.map(|d| (d.first_offset, d.last_offset)), Some((9, 17)));
+    assert_eq!(read(&log, 18, 3).0, vec!["payload-19", "payload-20", "payload-21"]);
+    assert_eq!(read(&log, 0, 100).0.len(), 9, "the batches before the remnant are served");
+}
+
+#[test]
+fn a_rotten_count_in_a_rotten_batch_cannot_claim_the_next_segments_offsets() {
+    // Found by the partition_files fuzz target: the entry was kept as damage with its
+    // rotten count, so polls of every later offset, and of messages appended after the
+    // restart, answered that damage instead of the messages.
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    rot_index(&storage, 9, 48 + 16 + 2);
+    let (path, position) = batch_position(5);
+    storage.flip_bit(&path, position + 300);
+    let mut log = open(&storage, settings(1 << 20), true);
+    assert_eq!(read(&log, 15, 3).1.map(|d| (d.first_offset, d.last_offset)), Some((15, 17)));
+    assert_eq!(read(&log, 18, 3).0, vec!["payload-19", "payload-20", "payload-21"]);
+    block_on(log.append(&storage, batch_with_ids(&[99]), 500)).unwrap();
+    assert_eq!(read(&log, 36, 1).0, vec!["payload-99"], "a message appended after the restart is served");
+}
+
+#[test]
 fn retention_detaches_whole_sealed_segments_and_a_restart_finishes_the_removal() {
     let storage = SimStorage::new();
     let mut log = twelve_batches(&storage);

@@ -11,6 +11,7 @@
 
 mod api;
 mod auth;
+pub mod bodies;
 mod jwt;
 mod messages;
 mod metrics;

@@ -16,7 +16,7 @@ use rill_domain::constants::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
 use rill_domain::polling::PollingStrategy;
-use rill_domain::wire::command::{Command, Consumer, Partitioning, PollRequest};
+use rill_domain::wire::command::{Command, Consumer, Partitioning, PollRequest, TopicRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -64,7 +64,7 @@ struct MessageBody {
 }
 
 #[derive(Deserialize)]
-struct SendBody {
+pub(crate) struct SendBody {
     partitioning: PartitioningBody,
     messages: Vec<MessageBody>,
 }
@@ -89,7 +89,7 @@ pub struct OffsetQuery {
 }
 
 #[derive(Deserialize)]
-struct StoreOffsetBody {
+pub(crate) struct StoreOffsetBody {
     consumer_id: String,
     #[serde(default)]
     partition_id: Option<u32>,
@@ -164,6 +164,33 @@ fn strategy(kind: Option<&str>, value: u64) -> ApiResult<PollingStrategy> {
     })
 }
 
+/// A send's JSON body as what the binary send carries: partitioning, message count and
+/// the batch the server builds.
+pub(crate) fn send_body(bytes: &[u8]) -> ApiResult<(Partitioning, u32, Vec<u8>)> {
+    let request: SendBody = body(bytes)?;
+    let partitioning = partitioning(&request.partitioning)?;
+    let mut frames = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        // The binary SDK gives an id-less message a random id before it checksums the
+        // frame; over JSON the server builds the frame, so it does the same.
+        let id = if message.id == 0 { rand::random::<u128>() } else { message.id };
+        frames.push((id, decode_base64(&message.payload, "payload")?, user_headers(&message.user_headers)?));
+    }
+    let borrowed: Vec<(u128, &[u8], &[u8])> = frames.iter().map(|(id, p, h)| (*id, &p[..], &h[..])).collect();
+    Ok((partitioning, frames.len() as u32, batch::build(&borrowed, crate::now_us())))
+}
+
+/// A store-offset body as the command it asks for.
+pub(crate) fn store_offset_command(topic: TopicRef, bytes: &[u8]) -> ApiResult<Command<'static>> {
+    let request: StoreOffsetBody = body(bytes)?;
+    Ok(Command::StoreConsumerOffset {
+        consumer: consumer(Some(&request.consumer_id))?,
+        topic,
+        partition_id: request.partition_id,
+        offset: request.offset,
+    })
+}
+
 pub async fn send(
     State(state): Shared,
     headers: HeaderMap,
@@ -175,23 +202,8 @@ pub async fn send(
         Err(error) => return error.into_response(),
     };
     let result = async {
-        let request: SendBody = body(&bytes)?;
-        let partitioning = partitioning(&request.partitioning)?;
-        let mut frames = Vec::with_capacity(request.messages.len());
-        for message in &request.messages {
-            // The binary SDK gives an id-less message a random id before it checksums the
-            // frame; over JSON the server builds the frame, so it does the same.
-            let id = if message.id == 0 { rand::random::<u128>() } else { message.id };
-            frames.push((id, decode_base64(&message.payload, "payload")?, user_headers(&message.user_headers)?));
-        }
-        let borrowed: Vec<(u128, &[u8], &[u8])> = frames.iter().map(|(id, p, h)| (*id, &p[..], &h[..])).collect();
-        let batch = batch::build(&borrowed, crate::now_us());
-        let command = Command::SendMessages {
-            topic: topic.clone(),
-            partitioning,
-            messages_count: frames.len() as u32,
-            batch: &batch,
-        };
+        let (partitioning, messages_count, batch) = send_body(&bytes)?;
+        let command = Command::SendMessages { topic: topic.clone(), partitioning, messages_count, batch: &batch };
         replies_confirmations(&state.run(&headers, command).await?)
     }
     .await;
@@ -370,13 +382,7 @@ pub async fn store_offset(
 ) -> Response {
     no_content(
         async {
-            let request: StoreOffsetBody = body(&bytes)?;
-            let command = Command::StoreConsumerOffset {
-                consumer: consumer(Some(&request.consumer_id))?,
-                topic: topic_ref(&stream, &topic)?,
-                partition_id: request.partition_id,
-                offset: request.offset,
-            };
+            let command = store_offset_command(topic_ref(&stream, &topic)?, &bytes)?;
             state.run(&headers, command).await
         }
         .await,

@@ -19,12 +19,12 @@ use crate::replies;
 type Shared = State<Arc<HttpState>>;
 
 #[derive(Deserialize)]
-struct NameBody {
+pub(crate) struct NameBody {
     name: String,
 }
 
 #[derive(Deserialize)]
-struct CreateTopicBody {
+pub(crate) struct CreateTopicBody {
     name: String,
     #[serde(default)]
     partitions_count: u32,
@@ -39,7 +39,7 @@ struct CreateTopicBody {
 }
 
 #[derive(Deserialize)]
-struct CountBody {
+pub(crate) struct CountBody {
     partitions_count: u32,
 }
 
@@ -55,6 +55,13 @@ pub struct SegmentsQuery {
 
 /// The options block of a topic request: the typed fields (0 means "server default", so
 /// it is left out) and any extra `options` as strings. Keys come out sorted and unique.
+/// A create- or update-topic body: name, partitions and the options block.
+pub(crate) fn topic_body(bytes: &[u8]) -> ApiResult<(String, u32, Vec<u8>)> {
+    let request: CreateTopicBody = body(bytes)?;
+    let options = topic_options(&request);
+    Ok((request.name, request.partitions_count, options))
+}
+
 fn topic_options(request: &CreateTopicBody) -> Vec<u8> {
     let mut entries: BTreeMap<&str, (u8, Vec<u8>)> = BTreeMap::new();
     for (key, value) in &request.options {
@@ -159,14 +166,9 @@ pub async fn create_topic(
 ) -> Response {
     created(
         async {
-            let request: CreateTopicBody = body(&bytes)?;
-            let options = topic_options(&request);
-            let op = MetadataOp::CreateTopic {
-                stream: identifier(&stream)?,
-                partitions_count: request.partitions_count,
-                name: request.name,
-                options: &options,
-            };
+            let (name, partitions_count, options) = topic_body(&bytes)?;
+            let op =
+                MetadataOp::CreateTopic { stream: identifier(&stream)?, partitions_count, name, options: &options };
             replies::topic_details(&state.run(&headers, Command::Metadata(op)).await?)
         }
         .await,
@@ -181,10 +183,8 @@ pub async fn update_topic(
 ) -> Response {
     no_content(
         async {
-            let request: CreateTopicBody = body(&bytes)?;
-            let options = topic_options(&request);
-            let op =
-                MetadataOp::UpdateTopic { topic: topic_ref(&stream, &topic)?, name: request.name, options: &options };
+            let (name, _, options) = topic_body(&bytes)?;
+            let op = MetadataOp::UpdateTopic { topic: topic_ref(&stream, &topic)?, name, options: &options };
             state.run(&headers, Command::Metadata(op)).await
         }
         .await,

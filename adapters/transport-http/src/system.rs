@@ -67,7 +67,7 @@ const SNAPSHOT_TYPES: [&str; 6] =
     ["FilesystemOverview", "ProcessList", "ResourceUsage", "Test", "ServerLogs", "ServerConfig"];
 
 /// The GET_SNAPSHOT_FILE request a body names; an unknown name is a 400 that says which.
-fn snapshot_command(request: &SnapshotBody) -> ApiResult<Command<'static>> {
+pub(crate) fn snapshot_command(request: &SnapshotBody) -> ApiResult<Command<'static>> {
     let unknown = |what: &str, name: &str| ApiError::BadRequest(format!("unknown {what}: {name}"));
     let position = |names: &[&str], name: &str| names.iter().position(|n| *n == name).map(|i| i as u8 + 1);
     let compression = position(&COMPRESSIONS, &request.compression)

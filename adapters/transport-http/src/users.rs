@@ -6,6 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use rill_domain::identifier::Identifier;
 use rill_domain::wire::command::{Command, MetadataOp};
 use serde::Deserialize;
 
@@ -17,7 +18,7 @@ use crate::replies;
 type Shared = State<Arc<HttpState>>;
 
 #[derive(Deserialize)]
-struct CreateUserBody {
+pub(crate) struct CreateUserBody {
     username: String,
     password: String,
     #[serde(default)]
@@ -27,7 +28,7 @@ struct CreateUserBody {
 }
 
 #[derive(Deserialize)]
-struct UpdateUserBody {
+pub(crate) struct UpdateUserBody {
     #[serde(default)]
     username: Option<String>,
     #[serde(default)]
@@ -35,22 +36,45 @@ struct UpdateUserBody {
 }
 
 #[derive(Deserialize)]
-struct PasswordBody {
+pub(crate) struct PasswordBody {
     current_password: String,
     new_password: String,
 }
 
 #[derive(Deserialize)]
-struct PermissionsBody {
+pub(crate) struct PermissionsBody {
     #[serde(default)]
     permissions: Option<PermissionsJson>,
 }
 
 #[derive(Deserialize)]
-struct CreateTokenBody {
+pub(crate) struct CreateTokenBody {
     name: String,
     #[serde(default)]
     expiry: u64,
+}
+
+/// A create-user body as the command it asks for.
+pub(crate) fn create_user_command(bytes: &[u8]) -> ApiResult<Command<'static>> {
+    let request: CreateUserBody = body(bytes)?;
+    Ok(Command::CreateUser {
+        username: request.username,
+        password: request.password,
+        status: status(request.status.as_deref())?.unwrap_or(1),
+        permissions: request.permissions.map(PermissionsJson::into_domain),
+    })
+}
+
+/// An update-user body as the metadata operation it asks for.
+pub(crate) fn update_user_op(user: Identifier, bytes: &[u8]) -> ApiResult<MetadataOp<'static>> {
+    let request: UpdateUserBody = body(bytes)?;
+    Ok(MetadataOp::UpdateUser { user, username: request.username, status: status(request.status.as_deref())? })
+}
+
+/// A permissions body as the metadata operation it asks for.
+pub(crate) fn permissions_op(user: Identifier, bytes: &[u8]) -> ApiResult<MetadataOp<'static>> {
+    let request: PermissionsBody = body(bytes)?;
+    Ok(MetadataOp::UpdatePermissions { user, permissions: request.permissions.map(PermissionsJson::into_domain) })
 }
 
 /// `active` is 1 and `inactive` 2 on the wire.
@@ -80,13 +104,7 @@ pub async fn get_user(State(state): Shared, headers: HeaderMap, Path(user): Path
 pub async fn create_user(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
     created(
         async {
-            let request: CreateUserBody = body(&bytes)?;
-            let command = Command::CreateUser {
-                username: request.username,
-                password: request.password,
-                status: status(request.status.as_deref())?.unwrap_or(1),
-                permissions: request.permissions.map(PermissionsJson::into_domain),
-            };
+            let command = create_user_command(&bytes)?;
             replies::user_details(&state.run(&headers, command).await?)
         }
         .await,
@@ -96,12 +114,7 @@ pub async fn create_user(State(state): Shared, headers: HeaderMap, bytes: Bytes)
 pub async fn update_user(State(state): Shared, headers: HeaderMap, Path(user): Path<String>, bytes: Bytes) -> Response {
     no_content(
         async {
-            let request: UpdateUserBody = body(&bytes)?;
-            let op = MetadataOp::UpdateUser {
-                user: identifier(&user)?,
-                username: request.username,
-                status: status(request.status.as_deref())?,
-            };
+            let op = update_user_op(identifier(&user)?, &bytes)?;
             state.run(&headers, Command::Metadata(op)).await
         }
         .await,
@@ -143,11 +156,7 @@ pub async fn update_permissions(
 ) -> Response {
     no_content(
         async {
-            let request: PermissionsBody = body(&bytes)?;
-            let op = MetadataOp::UpdatePermissions {
-                user: identifier(&user)?,
-                permissions: request.permissions.map(PermissionsJson::into_domain),
-            };
+            let op = permissions_op(identifier(&user)?, &bytes)?;
             state.run(&headers, Command::Metadata(op)).await
         }
         .await,

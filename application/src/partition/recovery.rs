@@ -56,7 +56,8 @@ impl<F: StorageFile> Segment<F> {
         let log_len = log.len().await?;
         let mut entries = read_index(&index).await?;
         let read_entries = entries.clone();
-        keep_consistent_prefix(&mut entries, log_len);
+        let offset_limit = mode.next_start.map(|next| next.saturating_sub(start_offset));
+        keep_consistent_prefix(&mut entries, log_len, offset_limit);
         let mut segment =
             Self { start_offset, log_path, log: std::rc::Rc::new(log), index, size_bytes: 0, entries, indexed: 0 };
         let kept = if mode.torn_tail_possible {
@@ -156,7 +157,7 @@ impl<F: StorageFile> Segment<F> {
     /// fail (rot), and unreadable bytes up to the next readable batch become one damaged range.
     async fn scan_tail(&mut self, log_len: u64, mode: LoadMode, recovery: &mut Recovery) -> io::Result<()> {
         while log_len - self.size_bytes >= BATCH_HEADER_SIZE as u64 {
-            match self.batch_here(log_len).await? {
+            match self.batch_here(log_len, mode.next_start).await? {
                 Some((header, StoredBatch::Valid)) => self.index_batch(&header),
                 Some((header, StoredBatch::Damaged)) if !mode.torn_tail_possible => {
                     recovery.damaged_entries += 1;
@@ -180,12 +181,26 @@ impl<F: StorageFile> Segment<F> {
                 }
             }
         }
+        // Fewer bytes left in a sealed segment than a batch header, though offsets up to
+        // the next segment are missing: the log lost its end. The remnant holds those
+        // offsets as damage, so reads report them rather than skip them in silence.
+        if let Some(next_start) = mode.next_start
+            && next_start > self.end_offset()
+            && self.size_bytes < log_len
+            && self.index_unreadable(log_len, next_start)
+        {
+            recovery.unreadable_ranges += 1;
+        }
         Ok(())
     }
 
-    /// The batch at `size_bytes` if its length fits the log and its base offset is the next
-    /// one, with what its checksums say.
-    async fn batch_here(&self, log_len: u64) -> io::Result<Option<(BatchHeader, StoredBatch)>> {
+    /// The batch at `size_bytes` if its length fits the log, its base offset is the next
+    /// one and its offsets end by the next segment's start, with what its checksums say.
+    async fn batch_here(
+        &self,
+        log_len: u64,
+        next_start: Option<u64>,
+    ) -> io::Result<Option<(BatchHeader, StoredBatch)>> {
         let (result, head) = self.log.read_exact_at(scratch(BATCH_HEADER_SIZE), self.size_bytes).await;
         result?;
         let header = BatchHeader::read(&head);
@@ -194,6 +209,7 @@ impl<F: StorageFile> Segment<F> {
             || length > MAX_FRAME_SIZE as u64
             || self.size_bytes + length > log_len
             || header.base_offset != self.end_offset()
+            || next_start.is_some_and(|next| header.base_offset.saturating_add(u64::from(header.message_count)) > next)
         {
             return Ok(None);
         }
@@ -296,8 +312,9 @@ async fn read_index<F: StorageFile>(index: &F) -> io::Result<Vec<IndexEntry>> {
 }
 
 /// Keeps the longest prefix of entries that tile the log from position 0 with contiguous
-/// offsets and lie inside it.
-fn keep_consistent_prefix(entries: &mut Vec<IndexEntry>, log_len: u64) {
+/// offsets and lie inside it, and (in a sealed segment) end by the next segment's start:
+/// `offset_limit` offsets from this one's.
+fn keep_consistent_prefix(entries: &mut Vec<IndexEntry>, log_len: u64, offset_limit: Option<u64>) {
     let (mut position, mut relative) = (0u64, 0u64);
     let keep = entries
         .iter()
@@ -306,7 +323,8 @@ fn keep_consistent_prefix(entries: &mut Vec<IndexEntry>, log_len: u64) {
                 && e.relative_offset as u64 == relative
                 && e.message_count > 0
                 && e.length as usize >= BATCH_HEADER_SIZE
-                && position + e.length as u64 <= log_len;
+                && position + e.length as u64 <= log_len
+                && offset_limit.is_none_or(|limit| relative + e.message_count as u64 <= limit);
             position += e.length as u64;
             relative += e.message_count as u64;
             fits

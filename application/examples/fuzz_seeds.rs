@@ -1,0 +1,266 @@
+//! Writes the seed corpus of the fuzz targets (fuzz/, docs/fuzzing.md) from the code
+//! itself: encoded requests, batches, replica messages, metadata journal and partition files
+//! written through simulated storage, REST bodies. `cargo run --example fuzz_seeds -- DIR`
+//! writes `DIR/<target>/<seed>`; the configuration seeds come from the repository's TOML.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use futures_executor::block_on;
+use rill_adapter_sim::SimStorage;
+use rill_application::memory_pool::PoolSlice;
+use rill_application::partition::{PartitionLog, PartitionSettings};
+use rill_application::ports::{Storage, StorageFile};
+use rill_application::replication::VsrJournal;
+use rill_domain::batch;
+use rill_domain::identifier::Identifier;
+use rill_domain::permissions::Permissions;
+use rill_domain::polling::PollingStrategy;
+use rill_domain::vsr::{Entry, LogSuffix, Message, ROOT_CHECKSUM, Superblock, encode_message};
+use rill_domain::wire::command::{Command, Consumer, MetadataOp, Partitioning, PollRequest, TopicRef};
+use rill_domain::wire::header::RequestHeader;
+use rill_domain::wire::tlv;
+
+/// Separates the files of one input, as `fuzz/src/lib.rs` splits them.
+const FILE_SEPARATOR: &[u8] = b"\xffRILL-FILE\xff";
+
+/// The reference's golden login body: rust-sdk 0.11.0, user iggy, password iggy.
+const GOLDEN_LOGIN_BODY: [u8; 34] = [
+    0x00, 0x2c, 0x00, 0x00, 8, b'r', b'u', b's', b't', b'-', b's', b'd', b'k', 6, b'0', b'.', b'1', b'1', b'.', b'0',
+    4, b'i', b'g', b'g', b'y', 4, b'i', b'g', b'g', b'y', 0, 0, 0, 0,
+];
+
+fn topic() -> TopicRef {
+    TopicRef { stream: Identifier::Numeric(1), topic: Identifier::Name("orders".into()) }
+}
+
+fn sample_batch(messages: u32) -> Vec<u8> {
+    let payloads: Vec<Vec<u8>> = (0..messages).map(|i| format!("message-{i}").into_bytes()).collect();
+    let headers = [1u8, 0, 0, 0, b'k', 2, 1, 0, 0, 0, b'v'];
+    let frames: Vec<(u128, &[u8], &[u8])> =
+        payloads.iter().enumerate().map(|(i, p)| (i as u128 + 1, p.as_slice(), &headers[..])).collect();
+    batch::build(&frames, 1_700_000_000_000_000)
+}
+
+fn commands<'a>(batch: &'a [u8], options: &'a [u8]) -> Vec<Command<'a>> {
+    let single = Consumer::Single(Identifier::Numeric(7));
+    vec![
+        Command::Ping,
+        Command::GetStats,
+        Command::GetMe,
+        Command::GetStreams,
+        Command::GetTopic(topic()),
+        Command::SendMessages { topic: topic(), partitioning: Partitioning::PartitionId(0), messages_count: 3, batch },
+        Command::SendMessages { topic: topic(), partitioning: Partitioning::Balanced, messages_count: 3, batch },
+        Command::PollMessages(PollRequest {
+            consumer: single.clone(),
+            topic: topic(),
+            partition_id: Some(0),
+            strategy: PollingStrategy::Offset(5),
+            count: 100,
+            auto_commit: true,
+        }),
+        Command::StoreConsumerOffset { consumer: single.clone(), topic: topic(), partition_id: Some(1), offset: 8 },
+        Command::GetConsumerOffset {
+            consumer: Consumer::Group(Identifier::Numeric(2)),
+            topic: topic(),
+            partition_id: None,
+        },
+        Command::Metadata(MetadataOp::CreateStream { name: "s".into() }),
+        Command::Metadata(MetadataOp::CreateTopic {
+            stream: Identifier::Numeric(1),
+            partitions_count: 3,
+            name: "t".into(),
+            options,
+        }),
+        Command::Metadata(MetadataOp::CreateConsumerGroup { topic: topic(), name: "g".into() }),
+        Command::Metadata(MetadataOp::UpdatePermissions {
+            user: Identifier::Numeric(2),
+            permissions: Some(Permissions::all()),
+        }),
+        Command::CreateUser {
+            username: "u".into(),
+            password: "secret".into(),
+            status: 1,
+            permissions: Some(Permissions::all()),
+        },
+        Command::CreateToken { name: "t".into(), expiry_us: 0 },
+        Command::JoinConsumerGroup { topic: topic(), group: Identifier::Numeric(1) },
+        Command::DeleteSegments { topic: topic(), partition_id: 1, segments_count: 2 },
+    ]
+}
+
+fn frame(operation: u8, code: u32, body: &[u8]) -> Vec<u8> {
+    let header = RequestHeader {
+        size: 0,
+        client: 0x1122_3344,
+        request_checksum: 0,
+        timestamp: 0,
+        request: 1,
+        operation,
+        session: 1,
+        code,
+    };
+    let mut frame = header.encode(body.len()).to_vec();
+    frame.extend_from_slice(body);
+    frame
+}
+
+fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    fs::create_dir_all(dir.join(target))?;
+    fs::write(dir.join(target).join(name), bytes)
+}
+
+fn joined(files: &[&[u8]]) -> Vec<u8> {
+    files.join(FILE_SEPARATOR)
+}
+
+/// Reads a file of simulated storage back whole.
+fn read_back(storage: &SimStorage, path: &Path) -> Vec<u8> {
+    block_on(async {
+        let Ok(file) = storage.open(path).await else { return Vec::new() };
+        let len = file.len().await.unwrap_or(0) as usize;
+        let (result, bytes) = file.read_exact_at(PoolSlice::plain(vec![0u8; len]), 0).await;
+        result.map(|()| bytes.to_vec()).unwrap_or_default()
+    })
+}
+
+fn entry(op: u64, parent: u128, body: Vec<u8>) -> Entry {
+    Entry {
+        op,
+        view: 1,
+        timestamp: op * 10,
+        client_id: 9,
+        request_number: op,
+        operation: 128,
+        parent,
+        body,
+        checksum: 0,
+    }
+    .seal()
+}
+
+fn journal_seeds(dir: &Path) -> std::io::Result<()> {
+    let storage = SimStorage::new();
+    let meta = Path::new("/meta");
+    let (mut journal, _) = block_on(VsrJournal::open(&storage, meta, false)).expect("open a new journal");
+    let mut parent = ROOT_CHECKSUM;
+    let mut entries = Vec::new();
+    for op in 1..=4 {
+        let body =
+            Command::Metadata(MetadataOp::CreateStream { name: format!("s{op}") }).encode().expect("encode").body;
+        let next = entry(op, parent, body);
+        parent = next.checksum;
+        block_on(journal.append(&next)).expect("append");
+        entries.push(next);
+    }
+    let superblock = Superblock { view: 1, log_view: 1, commit: 4, head_op: 4, head_checksum: parent, damaged: false };
+    block_on(journal.write_superblock(&storage, &superblock)).expect("superblock");
+    let files = ["superblock", "checkpoint", "journal.wal"].map(|name| read_back(&storage, &meta.join(name)));
+    write(dir, "metadata_journal", "clean", &[&[0u8][..], &joined(&[&files[0], &files[1], &files[2]])].concat())?;
+    write(dir, "metadata_journal", "clustered", &[&[1u8][..], &joined(&[&files[0], &files[1], &files[2]])].concat())?;
+    let messages = [
+        Message::Prepare { view: 1, commit: 3, entry: entries[3].clone() },
+        Message::PrepareOk { view: 1, replica: 2, op: 4, checksum: parent },
+        Message::Commit { view: 1, commit: 4 },
+        Message::StartViewChange { view: 2, replica: 1 },
+        Message::DoViewChange {
+            view: 2,
+            replica: 1,
+            log_view: 1,
+            log: LogSuffix { op: 4, op_checksum: parent, commit: 4, entries: entries.clone() },
+        },
+        Message::StartView { view: 2, log: LogSuffix { op: 4, op_checksum: parent, commit: 4, entries } },
+        Message::Recovery { replica: 0, nonce: 77 },
+    ];
+    for (index, message) in messages.iter().enumerate() {
+        write(dir, "vsr_message", &format!("message-{index}"), &encode_message(message))?;
+    }
+    Ok(())
+}
+
+fn partition_seeds(dir: &Path) -> std::io::Result<()> {
+    let storage = SimStorage::new();
+    let settings = PartitionSettings {
+        segment_size_bytes: 1 << 20,
+        messages_required_to_save: 1,
+        size_required_to_save_bytes: 1 << 20,
+        enforce_fsync: true,
+        consumer_offset_fsync: true,
+        validate_checksum: true,
+        deduplication: None,
+    };
+    let p = Path::new("/p");
+    let mut log = block_on(PartitionLog::open(&storage, p, 0, settings, false)).expect("open");
+    for round in 0..8u64 {
+        block_on(log.append(&storage, sample_batch(1 + round as u32).into(), 100 + round)).expect("append");
+    }
+    block_on(log.sync_active()).expect("sync");
+    let segment = |extension: &str| read_back(&storage, &p.join(format!("{:020}.{extension}", 0)));
+    let (log_file, index_file) = (segment("log"), segment("index"));
+    for (flags, name) in [(0u8, "crashed"), (1, "clean"), (3, "clean-fsync")] {
+        write(dir, "partition_files", name, &[&[flags][..], &joined(&[&log_file, &index_file])].concat())?;
+    }
+    let half = &log_file[..log_file.len() / 2];
+    write(dir, "partition_files", "torn", &[&[0u8][..], &joined(&[half, &index_file])].concat())?;
+    Ok(())
+}
+
+fn http_seeds(dir: &Path) -> std::io::Result<()> {
+    let bodies: [(u8, &str); 13] = [
+        (
+            0,
+            r#"{"partitioning":{"kind":"partition_id","value":"AQAAAA=="},"messages":[{"id":1,"payload":"aGVsbG8=","user_headers":[{"key":{"kind":"string","value":"aw=="},"value":{"kind":"uint32","value":"AQAAAA=="}}]}]}"#,
+        ),
+        (
+            1,
+            r#"{"name":"t","partitions_count":3,"compression_algorithm":"gzip","message_expiry":1000000,"max_topic_size":0,"options":{"durability":"persisted"}}"#,
+        ),
+        (
+            2,
+            r#"{"username":"u","password":"secret","status":"active","permissions":{"global":{"manage_servers":true,"read_servers":true,"manage_users":false,"read_users":true,"manage_streams":true,"read_streams":true,"manage_topics":true,"read_topics":true,"poll_messages":true,"send_messages":true},"streams":{"1":{"manage_stream":true,"read_stream":true,"manage_topics":true,"read_topics":true,"poll_messages":true,"send_messages":true,"topics":{"2":{"manage_topic":true,"read_topic":true,"poll_messages":true,"send_messages":true}}}}}}"#,
+        ),
+        (3, r#"{"username":"renamed","status":"inactive"}"#),
+        (4, r#"{"permissions":null}"#),
+        (5, r#"{"compression":"Deflated","snapshot_types":["All"]}"#),
+        (6, r#"{"consumer_id":"7","partition_id":1,"offset":42}"#),
+        (7, r#"{"name":"stream"}"#),
+        (8, r#"{"partitions_count":2}"#),
+        (9, r#"{"current_password":"a","new_password":"b"}"#),
+        (10, r#"{"name":"token","expiry":0}"#),
+        (11, r#"{"username":"iggy","password":"iggy"}"#),
+        (12, r#"{"token":"abc"}"#),
+    ];
+    for (kind, text) in bodies {
+        write(dir, "http_bodies", &format!("kind-{kind}"), &[&[kind][..], text.as_bytes()].concat())?;
+    }
+    Ok(())
+}
+
+fn main() -> std::io::Result<()> {
+    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fuzz/corpus".into()));
+    let batch = sample_batch(3);
+    let mut options = Vec::new();
+    tlv::put(&mut options, "compression_algorithm", tlv::KIND_STRING, b"gzip");
+    for (index, command) in commands(&batch, &options).iter().enumerate() {
+        // Commands only the server builds (a PING is header-only) have no encoding.
+        let Ok(encoded) = command.encode() else { continue };
+        write(
+            &dir,
+            "request_frame",
+            &format!("command-{index}"),
+            &frame(encoded.operation, encoded.code, &encoded.body),
+        )?;
+    }
+    write(&dir, "request_frame", "golden-login", &frame(1, 0, &GOLDEN_LOGIN_BODY))?;
+    write(&dir, "request_frame", "ping", &frame(2, 1, &[]))?;
+    for count in [1, 3, 10] {
+        let batch = sample_batch(count);
+        write(&dir, "message_batch", &format!("batch-{count}"), &[&count.to_le_bytes()[..], &batch].concat())?;
+    }
+    journal_seeds(&dir)?;
+    partition_seeds(&dir)?;
+    http_seeds(&dir)?;
+    println!("fuzz seeds written under {}", dir.display());
+    Ok(())
+}
