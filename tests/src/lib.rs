@@ -5,6 +5,7 @@
 //! signals, exit code) and the Iggy binary protocol over TCP.
 
 pub mod http;
+pub mod quic_raw;
 pub mod raw;
 pub mod transport;
 

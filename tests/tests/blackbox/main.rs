@@ -10,6 +10,7 @@ mod crash_loop;
 mod dedup;
 mod disk_full;
 mod high_level;
+mod hostile;
 mod http_api;
 mod integrity;
 mod limits;
