@@ -31,6 +31,13 @@ crash-loop CYCLES="1000" SEED="":
 fuzz SECONDS="300":
     bash scripts/fuzz.sh {{SECONDS}}
 
+# A long mixed load (sends, polls, stored offsets, group members joining and leaving, clients
+# coming and going) on the release server, a line of RSS, descriptors, pool buffers in use
+# and send p99 per minute, then the RSS slope.
+soak MINUTES="30":
+    cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-soak
+    ./target/release/rill-soak --minutes {{MINUTES}}
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

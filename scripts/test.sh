@@ -48,6 +48,9 @@ for transport in quic websocket tcp-tls http; do
     RILL_TEST_TRANSPORT=$transport cargo test --workspace $BLACKBOX --no-fail-fast -- $FOUNDATION
 done
 
+# The soak program for 20 s against the debug server, so `just soak` keeps working.
+target/debug/rill-soak --seconds 20 --interval 5 2>/dev/null
+
 # The deterministic VSR simulator in release mode for a fixed budget (about three minutes
 # here): clusters of 1, 3 and 5 replicas under seeded network, storage and crash faults.
 # A failing seed prints itself and `just sim <seed>` to replay it.
