@@ -38,6 +38,11 @@ soak MINUTES="30":
     cargo build --release -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-soak
     ./target/release/rill-soak --minutes {{MINUTES}}
 
+# The seeded partition simulation (appends, flushes, offsets, rolls, retention, restarts,
+# power loss, storage faults) in release: SEEDS seeds, or one seed with a trace.
+sim-partition SEED="" SEEDS="200000":
+    if [ -n "{{SEED}}" ]; then SIM_PARTITION_SEED={{SEED}} SIM_PARTITION_TRACE=1 cargo test --workspace --release --test partition_sim seeded -- --nocapture; else SIM_PARTITION_SEEDS={{SEEDS}} cargo test --workspace --release --test partition_sim seeded -- --nocapture; fi
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

@@ -160,3 +160,24 @@ fn acknowledged_journal_batches_wait_for_the_disk_and_are_then_written() {
     let reopened = open(&storage, settings(1 << 20, false));
     assert_eq!(payloads(&stored(&reopened)), vec!["message-0000", "message-0001"]);
 }
+
+#[test]
+fn a_persisted_send_whose_fsync_fails_is_not_acknowledged() {
+    // The property the partition simulation checks, pinned on the one call that matters:
+    // the batch is written, its fsync fails, and the send must not be acknowledged.
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 20, true));
+    block_on(log.append(&storage, batch_of(0, 2), 1)).unwrap();
+    // The next append writes the log (one call), then fsyncs it (the next): only that fails.
+    let call = storage.mutating_calls();
+    storage.fail_calls(call + 1..call + 2, ErrorKind::Other);
+    let refused = block_on(log.append(&storage, batch_of(2, 2), 2));
+    assert!(refused.is_err(), "acknowledged without reaching the disk: {refused:?}");
+    storage.heal();
+    let next = block_on(log.append(&storage, batch_of(4, 2), 3)).expect("writes resume");
+    storage.crash(0);
+    let log = open(&storage, settings(1 << 20, true));
+    let messages = stored(&log);
+    assert!(messages.iter().any(|(offset, _)| *offset == next.base_offset), "the acknowledged batch survives");
+    assert_eq!(messages.first().map(|(offset, _)| *offset), Some(0));
+}

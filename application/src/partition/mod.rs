@@ -27,7 +27,7 @@ pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
 
 use crate::memory_pool::PoolSlice;
-use crate::ports::Storage;
+use crate::ports::{Storage, StorageFile};
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
@@ -148,6 +148,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         let mut starts: Vec<u64> = names.iter().filter_map(|n| parse_log_file_name(n)).collect();
         starts.sort_unstable();
+        Self::drop_stray_segments(storage, dir, &mut starts).await?;
         let mut segments = Vec::with_capacity(starts.len().max(1));
         for (i, &start) in starts.iter().enumerate() {
             let last = i + 1 == starts.len();
@@ -184,6 +185,25 @@ impl<S: Storage> PartitionLog<S> {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
         }
         Ok(log)
+    }
+
+    /// Removes empty segments followed by others: a roll that failed after creating the
+    /// file (a roll that succeeded is synced full before the next segment exists). Kept,
+    /// one would claim offsets the segment before it holds.
+    async fn drop_stray_segments(storage: &S, dir: &Path, starts: &mut Vec<u64>) -> io::Result<()> {
+        let mut kept = Vec::with_capacity(starts.len());
+        for (i, &start) in starts.iter().enumerate() {
+            let log_path = dir.join(rill_domain::segment::log_file_name(start));
+            if i + 1 < starts.len() && storage.open(&log_path).await?.len().await? == 0 {
+                tracing::warn!(path = %log_path.display(), "removing an empty segment left by a failed roll");
+                storage.remove_file(&log_path).await?;
+                let _ = storage.remove_file(&dir.join(rill_domain::segment::index_file_name(start))).await;
+                continue;
+            }
+            kept.push(start);
+        }
+        *starts = kept;
+        Ok(())
     }
 
     pub fn first_offset(&self) -> u64 {
@@ -261,8 +281,13 @@ impl<S: Storage> PartitionLog<S> {
             || self.journal_bytes >= self.settings.size_required_to_save_bytes;
         if (threshold_reached || self.settings.enforce_fsync)
             && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
-            && self.take_back(base_offset, count).is_some()
         {
+            // Never written: its offsets are given out again. Written but not made durable
+            // (the fsync failed): it stays in the log, and the send still fails, since a
+            // persisted topic acknowledges only what reached the disk.
+            if self.take_back(base_offset, count).is_none() {
+                self.last_timestamp = now_us;
+            }
             return Err(error);
         }
         self.last_timestamp = now_us;
@@ -365,7 +390,20 @@ impl<S: Storage> PartitionLog<S> {
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {
         // A sealed segment is never written again, so make it durable once, now.
         self.segments.last_mut().unwrap().sync().await?;
-        let segment = Segment::create(storage, &self.dir, start_offset).await?;
+        let segment = match Segment::create(storage, &self.dir, start_offset).await {
+            Ok(segment) => segment,
+            Err(error) => {
+                // Best effort: a half-created segment must not outlive the failed roll (the
+                // retry creates it again; a restart drops an empty one left before others).
+                for name in [
+                    rill_domain::segment::log_file_name(start_offset),
+                    rill_domain::segment::index_file_name(start_offset),
+                ] {
+                    let _ = storage.remove_file(&self.dir.join(name)).await;
+                }
+                return Err(error);
+            }
+        };
         self.segments.push(segment);
         storage.sync_dir(&self.dir).await
     }

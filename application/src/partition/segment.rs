@@ -86,11 +86,16 @@ impl<F: StorageFile> Segment<F> {
     }
 
     pub async fn create<S: Storage<File = F>>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<Self> {
+        // The log file's name is what makes a segment exist at start (an index alone is
+        // removed), so it is created last: a creation that fails half-way leaves no segment
+        // that would claim offsets the active one goes on taking.
+        let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
+        index.truncate(0).await?;
         let log_path = dir.join(segment::log_file_name(start_offset));
         let log = storage.open(&log_path).await?;
-        let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
-        log.truncate(0).await?;
-        index.truncate(0).await?;
+        if log.len().await? > 0 {
+            log.truncate(0).await?;
+        }
         Ok(Self { start_offset, log_path, log: Rc::new(log), index, size_bytes: 0, entries: Vec::new(), indexed: 0 })
     }
 

@@ -78,11 +78,21 @@ async fn consume(address: String, load: Arc<Load>) -> anyhow::Result<()> {
     while !load.stop.load(Ordering::Relaxed) {
         for partition in 0..PARTITIONS {
             let polled = client
-                .poll_messages(&named("soak"), &named("t"), Some(partition), &consumer, &PollingStrategy::next(), 100, true)
+                .poll_messages(
+                    &named("soak"),
+                    &named("t"),
+                    Some(partition),
+                    &consumer,
+                    &PollingStrategy::next(),
+                    100,
+                    true,
+                )
                 .await?;
             load.polled.fetch_add(polled.messages.len() as u64, Ordering::Relaxed);
             if let Some(last) = polled.messages.last() {
-                client.store_consumer_offset(&consumer, &named("soak"), &named("t"), Some(partition), last.header.offset).await?;
+                client
+                    .store_consumer_offset(&consumer, &named("soak"), &named("t"), Some(partition), last.header.offset)
+                    .await?;
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -98,8 +108,9 @@ async fn group_member(address: String, load: Arc<Load>) -> anyhow::Result<()> {
         client.join_consumer_group(&named("soak"), &named("t"), &named("soakers")).await?;
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until && !load.stop.load(Ordering::Relaxed) {
-            let polled =
-                client.poll_messages(&named("soak"), &named("t"), None, &group, &PollingStrategy::next(), 50, true).await?;
+            let polled = client
+                .poll_messages(&named("soak"), &named("t"), None, &group, &PollingStrategy::next(), 50, true)
+                .await?;
             load.polled.fetch_add(polled.messages.len() as u64, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
