@@ -459,11 +459,9 @@ async fn one_pass(tcp: &str, websocket_address: &str, quic: &str, http: &str) ->
     for (name, request) in http_cases() {
         let status = http_status(http, &request);
         assert!(!(200..300).contains(&status), "{name}: answered {status}");
-        assert_eq!(
-            http_status(http, "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
-            200,
-            "{name}: /ping after"
-        );
+        // A plain GET that keeps its write side open (a half-closed request may be dropped).
+        let (status, _) = rill_tests::http::get(http, "/ping", None)?;
+        assert_eq!(status, 200, "{name}: /ping after");
     }
     for frame in mutated_frames(1000) {
         let mut stream = raw::connect(tcp)?;
