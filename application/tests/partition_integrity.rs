@@ -207,6 +207,26 @@ fn a_rotten_count_in_a_rotten_batch_cannot_claim_the_next_segments_offsets() {
 }
 
 #[test]
+fn a_message_appended_past_32_bit_relative_offsets_is_still_served() {
+    // Found by the partition_files fuzz target: a rotten count in a rotten batch of the
+    // active segment moved the next offset over 2^32 past the segment's start, and the
+    // next message was acknowledged into an index entry that could not hold its offset.
+    let storage = SimStorage::new();
+    drop(twelve_batches(&storage));
+    let index = block_on(storage.open(&segment_path(27, "index"))).unwrap();
+    let (result, _) = block_on(index.write_at(vec![PoolSlice::plain(vec![0xfe, 0xff, 0xff, 0xff])], 24 + 16));
+    result.unwrap();
+    let (path, position) = batch_position(10);
+    storage.flip_bit(&path, position + 300);
+    let mut log = open(&storage, settings(1 << 20), true);
+    let next = log.next_offset();
+    assert!(next > 27 + u64::from(u32::MAX), "the rotten count is kept as damage: next offset {next}");
+    let appended = block_on(log.append(&storage, batch_with_ids(&[77]), 500)).unwrap();
+    assert_eq!(appended.base_offset, next);
+    assert_eq!(read(&log, next, 1).0, vec!["payload-77"], "the acknowledged message is served");
+}
+
+#[test]
 fn retention_detaches_whole_sealed_segments_and_a_restart_finishes_the_removal() {
     let storage = SimStorage::new();
     let mut log = twelve_batches(&storage);

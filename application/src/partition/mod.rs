@@ -347,6 +347,14 @@ impl<S: Storage> PartitionLog<S> {
                 if size > 0 && size + stored.len() as u64 > self.settings.segment_size_bytes {
                     break;
                 }
+                // Index entries hold offsets relative to the segment's start in 32 bits: a
+                // batch past that (only after a rotten count moved the next offset far on)
+                // goes to a new segment, or it could be stored and never found.
+                let header = BatchHeader::read(stored);
+                let end = header.base_offset + u64::from(header.message_count);
+                if end - active.start_offset > u64::from(u32::MAX) {
+                    break;
+                }
                 size += stored.len() as u64;
                 take += 1;
             }
