@@ -24,7 +24,7 @@ sim SEED="" SEEDS="50000":
 # acknowledged messages (docs/testing.md). `just crash-loop 50 <seed>` fixes the kill moments.
 crash-loop CYCLES="1000" SEED="":
     cargo build --release -p rill-bootstrap --bin rill-server
-    RILL_SERVER_BIN=target/release/rill-server CRASH_LOOP_CYCLES={{CYCLES}} CRASH_LOOP_SEED={{SEED}} cargo test --workspace --test blackbox crash_loop -- --nocapture
+    RILL_SERVER_BIN="$PWD/target/release/rill-server" CRASH_LOOP_CYCLES={{CYCLES}} CRASH_LOOP_SEED={{SEED}} cargo test --workspace --test blackbox crash_loop -- --nocapture
 
 # Every fuzz target (fuzz/, libFuzzer through cargo-fuzz) for SECONDS each, after the kept
 # regression inputs; the corpus grows in target/fuzz-corpus/ from run to run.
