@@ -27,7 +27,7 @@ pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
 
 use crate::memory_pool::PoolSlice;
-use crate::ports::{Storage, StorageFile};
+use crate::ports::Storage;
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
@@ -148,7 +148,6 @@ impl<S: Storage> PartitionLog<S> {
         }
         let mut starts: Vec<u64> = names.iter().filter_map(|n| parse_log_file_name(n)).collect();
         starts.sort_unstable();
-        Self::drop_stray_segments(storage, dir, &mut starts).await?;
         let mut segments = Vec::with_capacity(starts.len().max(1));
         for (i, &start) in starts.iter().enumerate() {
             let last = i + 1 == starts.len();
@@ -185,25 +184,6 @@ impl<S: Storage> PartitionLog<S> {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
         }
         Ok(log)
-    }
-
-    /// Removes empty segments followed by others: a roll that failed after creating the
-    /// file (a roll that succeeded is synced full before the next segment exists). Kept,
-    /// one would claim offsets the segment before it holds.
-    async fn drop_stray_segments(storage: &S, dir: &Path, starts: &mut Vec<u64>) -> io::Result<()> {
-        let mut kept = Vec::with_capacity(starts.len());
-        for (i, &start) in starts.iter().enumerate() {
-            let log_path = dir.join(rill_domain::segment::log_file_name(start));
-            if i + 1 < starts.len() && storage.open(&log_path).await?.len().await? == 0 {
-                tracing::warn!(path = %log_path.display(), "removing an empty segment left by a failed roll");
-                storage.remove_file(&log_path).await?;
-                let _ = storage.remove_file(&dir.join(rill_domain::segment::index_file_name(start))).await;
-                continue;
-            }
-            kept.push(start);
-        }
-        *starts = kept;
-        Ok(())
     }
 
     pub fn first_offset(&self) -> u64 {
@@ -402,7 +382,7 @@ impl<S: Storage> PartitionLog<S> {
             Ok(segment) => segment,
             Err(error) => {
                 // Best effort: a half-created segment must not outlive the failed roll (the
-                // retry creates it again; a restart drops an empty one left before others).
+                // retry creates it again).
                 for name in [
                     rill_domain::segment::log_file_name(start_offset),
                     rill_domain::segment::index_file_name(start_offset),
