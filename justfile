@@ -43,6 +43,11 @@ soak MINUTES="30":
 sim-partition SEED="" SEEDS="200000":
     if [ -n "{{SEED}}" ]; then SIM_PARTITION_SEED={{SEED}} SIM_PARTITION_TRACE=1 cargo test --workspace --release --test partition_sim seeded -- --nocapture; else SIM_PARTITION_SEEDS={{SEEDS}} cargo test --workspace --release --test partition_sim seeded -- --nocapture; fi
 
+# The seeded simulation of whole shards (requests interleaved by a seeded executor, rolls,
+# retention, failed writes, restarts, power loss) in release: SEEDS seeds, or one with a trace.
+sim-shard SEED="" SEEDS="20000":
+    if [ -n "{{SEED}}" ]; then SIM_SHARD_SEED={{SEED}} SIM_SHARD_TRACE=1 cargo test --workspace --release --test shard_sim seeded -- --nocapture; else SIM_SHARD_SEEDS={{SEEDS}} cargo test --workspace --release --test shard_sim seeded -- --nocapture; fi
+
 # Dependency edges, `//!` headers and file sizes.
 tidy:
     cargo test -p rill-tests --test tidy

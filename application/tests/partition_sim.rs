@@ -13,30 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 
-use common::{messages, pool};
+use common::{Rng, messages, pool};
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
 use rill_application::partition::{ConsumerKey, PartitionLog, PartitionSettings, REPLY_ROOM, remove_detached};
 use rill_domain::batch;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// What the clients were told, and what they sent.
 #[derive(Default)]
@@ -68,7 +49,7 @@ const CONSUMER: ConsumerKey = ConsumerKey::Consumer(1);
 
 impl Run {
     fn new(seed: u64) -> Self {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = Rng::seeded(seed);
         let settings = PartitionSettings {
             segment_size_bytes: 1024 + rng.below(8 * 1024),
             messages_required_to_save: 1 + rng.below(20) as u32,

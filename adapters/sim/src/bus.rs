@@ -11,6 +11,8 @@ use rill_application::Shard;
 use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::{BusReply, ConnectionHandoff, Env, ShardBus, ShardRequest};
 
+use crate::Jitter;
+
 /// The shards of one simulated server, registered once they are built.
 pub struct LocalShards<E: Env> {
     shards: RefCell<Vec<Weak<Shard<E>>>>,
@@ -34,11 +36,19 @@ pub struct LocalBus<E: Env> {
     shards: Rc<LocalShards<E>>,
     /// Every call made through this handle, for tests: (target shard, request kind).
     pub calls: Rc<RefCell<Vec<(u16, &'static str)>>>,
+    /// Pauses on the way there and back, as a channel hop between threads would.
+    jitter: Jitter,
 }
 
 impl<E: Env> LocalBus<E> {
     pub fn new(shard_id: u16, shard_count: u16, shards: Rc<LocalShards<E>>) -> Self {
-        Self { shard_id, shard_count, shards, calls: Rc::default() }
+        Self { shard_id, shard_count, shards, calls: Rc::default(), jitter: Jitter::default() }
+    }
+
+    /// The same bus, pausing a seeded while on each hop.
+    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
     }
 }
 
@@ -55,11 +65,14 @@ impl<E: Env> ShardBus for LocalBus<E> {
         self.calls.borrow_mut().push((shard, request.kind()));
         let target = self.shards.shards.borrow().get(shard as usize).and_then(Weak::upgrade);
         let Some(target) = target else { return Err(rill_application::ports::bus::unavailable()) };
+        self.jitter.pause().await;
         // Boxed and type-erased: a shard's handler may call the bus again (shard 0 opening
         // partitions on their owners), and the recursion needs a finite future type.
         let reply: Pin<Box<dyn Future<Output = BusReply>>> =
             Box::pin(async move { target.on_bus_request(request).await });
-        reply.await
+        let reply = reply.await;
+        self.jitter.pause().await;
+        reply
     }
 }
 

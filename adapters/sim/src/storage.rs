@@ -13,7 +13,9 @@ use std::rc::Rc;
 use rill_application::memory_pool::PoolSlice;
 use rill_application::ports::{Space, Storage, StorageFile};
 
-#[derive(Debug, Default)]
+use crate::Jitter;
+
+#[derive(Debug, Default, Clone)]
 struct FileState {
     written: Vec<u8>,
     durable: Vec<u8>,
@@ -38,6 +40,8 @@ struct Disk {
     faults: Faults,
     /// The buffers reads and writes were handed, in order, for tests that prove no copy.
     transfers: Vec<Transfer>,
+    /// Pauses before a file's reads, writes, syncs and truncations take effect.
+    jitter: Jitter,
 }
 
 /// One buffer a read or a write was handed: which file, whose buffer (its address) and
@@ -98,6 +102,14 @@ impl SimStorage {
         Self::default()
     }
 
+    /// An independent copy of the disk's files and directories, as written (faults,
+    /// transfers and jitter are not copied): a prepared disk that many runs start from.
+    pub fn duplicate(&self) -> Self {
+        let disk = self.disk.borrow();
+        let copy = Disk { files: disk.files.clone(), dirs: disk.dirs.clone(), ..Disk::default() };
+        Self { disk: Rc::new(RefCell::new(copy)) }
+    }
+
     /// Drops every unsynced byte. With `torn_tail_bytes`, each file that had unsynced bytes
     /// past its durable length keeps that many of them, as a torn last write.
     pub fn crash(&self, torn_tail_bytes: usize) {
@@ -144,6 +156,12 @@ impl SimStorage {
         self.disk.borrow_mut().faults.capacity = capacity;
     }
 
+    /// Lets file calls pause a seeded while before they take effect, so concurrent
+    /// requests interleave at the disk as they would on io_uring.
+    pub fn set_jitter(&self, jitter: Jitter) {
+        self.disk.borrow_mut().jitter = jitter;
+    }
+
     /// Mutating calls made so far.
     pub fn mutating_calls(&self) -> u64 {
         self.disk.borrow().faults.calls
@@ -167,6 +185,13 @@ fn missing(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} does not exist", path.display()))
 }
 
+impl SimFile {
+    async fn pause(&self) {
+        let jitter = self.disk.borrow().jitter.clone();
+        jitter.pause().await;
+    }
+}
+
 impl StorageFile for SimFile {
     async fn len(&self) -> io::Result<u64> {
         let disk = self.disk.borrow();
@@ -174,6 +199,7 @@ impl StorageFile for SimFile {
     }
 
     async fn read_exact_at(&self, mut buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
+        self.pause().await;
         let mut disk = self.disk.borrow_mut();
         disk.transfers.push(Transfer::of(&self.path, false, &buf));
         let Some(state) = disk.files.get(&self.path) else { return (Err(missing(&self.path)), buf) };
@@ -187,6 +213,7 @@ impl StorageFile for SimFile {
     }
 
     async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
+        self.pause().await;
         let mut disk = self.disk.borrow_mut();
         let transfers: Vec<Transfer> = bufs.iter().map(|buf| Transfer::of(&self.path, true, buf)).collect();
         disk.transfers.extend(transfers);
@@ -214,6 +241,7 @@ impl StorageFile for SimFile {
     }
 
     async fn sync(&self) -> io::Result<()> {
+        self.pause().await;
         let mut disk = self.disk.borrow_mut();
         disk.mutate()?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
@@ -222,6 +250,7 @@ impl StorageFile for SimFile {
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.pause().await;
         let mut disk = self.disk.borrow_mut();
         disk.mutate()?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;

@@ -1,7 +1,7 @@
 //! Stored consumer and consumer-group offsets of one partition, one small file each:
 //! `offsets/consumers/<id>` and `offsets/groups/<id>`, holding `[offset u64][XXH3-64 of it]`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,9 @@ pub struct ConsumerOffsets<F> {
     dir: PathBuf,
     stored: BTreeMap<ConsumerKey, u64>,
     files: BTreeMap<ConsumerKey, F>,
+    /// Files written since their last successful fsync (a store without fsync, or one
+    /// whose fsync failed): a restart reads what they hold, so a shutdown syncs them.
+    unsynced: BTreeSet<ConsumerKey>,
 }
 
 fn encode(offset: u64) -> Vec<u8> {
@@ -42,7 +45,8 @@ impl<F: StorageFile> ConsumerOffsets<F> {
     /// Loads every stored offset; a file whose checksum fails is reported and skipped.
     pub async fn load<S: Storage<File = F>>(storage: &S, partition_dir: &Path) -> io::Result<Self> {
         let dir = partition_dir.join("offsets");
-        let mut offsets = Self { dir: dir.clone(), stored: BTreeMap::new(), files: BTreeMap::new() };
+        let mut offsets =
+            Self { dir: dir.clone(), stored: BTreeMap::new(), files: BTreeMap::new(), unsynced: BTreeSet::new() };
         for (kind, make) in
             [("consumers", ConsumerKey::Consumer as fn(u32) -> ConsumerKey), ("groups", ConsumerKey::Group)]
         {
@@ -83,12 +87,28 @@ impl<F: StorageFile> ConsumerOffsets<F> {
             self.files.insert(key, file);
         }
         let file = &self.files[&key];
+        self.unsynced.insert(key);
         let (result, _) = file.write_at(vec![PoolSlice::plain(encode(offset))], 0).await;
         result?;
         if fsync {
             file.sync().await?;
+            self.unsynced.remove(&key);
         }
         self.stored.insert(key, offset);
+        Ok(())
+    }
+
+    /// Fsyncs every file written since its last fsync, so that what a restart reads is
+    /// also what a later power loss keeps: a value the server reports once never goes
+    /// back. Used at shutdown.
+    pub async fn sync(&mut self) -> io::Result<()> {
+        let keys: Vec<ConsumerKey> = self.unsynced.iter().copied().collect();
+        for key in keys {
+            if let Some(file) = self.files.get(&key) {
+                file.sync().await?;
+            }
+            self.unsynced.remove(&key);
+        }
         Ok(())
     }
 
@@ -98,6 +118,7 @@ impl<F: StorageFile> ConsumerOffsets<F> {
             return Ok(false);
         }
         self.files.remove(&key);
+        self.unsynced.remove(&key);
         storage.remove_file(&self.dir.join(key.relative_path())).await?;
         Ok(true)
     }

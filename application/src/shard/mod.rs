@@ -433,7 +433,8 @@ impl<E: Env> Shard<E> {
             .join(namespace.partition_id().to_string())
     }
 
-    /// Flushes, with fsync, every partition this shard owns and closes it: an operation
+    /// Flushes, with fsync, every partition this shard owns (messages and stored consumer
+    /// offsets) and closes it: an operation
     /// that arrives later is refused instead of acknowledged and then lost. Used at
     /// shutdown; operations already in flight finish first, since each holds its
     /// partition's lock. A partition that cannot be flushed does not stop the others; the
@@ -446,6 +447,10 @@ impl<E: Env> Shard<E> {
             let mut log = partition.log.lock().await;
             let flushed = match log.flush(&self.storage, true).await {
                 Ok(()) => log.sync_active().await,
+                failed => failed,
+            };
+            let flushed = match flushed {
+                Ok(()) => log.offsets.sync().await,
                 failed => failed,
             };
             if let Err(error) = flushed {

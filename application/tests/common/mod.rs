@@ -14,6 +14,31 @@ use rill_application::memory_pool::{MemoryPool, PoolSlice};
 use rill_application::partition::{DamagedBatch, PartitionLog, PartitionSettings, REPLY_ROOM};
 use rill_domain::batch::{self, BatchHeader};
 
+/// The simulations' seeded generator (xorshift64): small, fast and the same everywhere.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator from a seed; any seed, 0 included, gives a working state.
+    pub fn seeded(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
 /// One small pool for every test of a test binary.
 pub fn pool() -> &'static MemoryPool {
     static POOL: OnceLock<&'static MemoryPool> = OnceLock::new();

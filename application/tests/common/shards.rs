@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures_executor::block_on;
 use rill_adapter_sim::{
-    InlineOffload, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimHostMetrics, SimMetadata, SimStorage,
+    InlineOffload, Jitter, LocalBus, LocalShards, ManualClock, SimDiagnostics, SimHostMetrics, SimMetadata, SimStorage,
 };
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::{MemoryPool, PoolBuf};
@@ -37,6 +37,9 @@ pub const SHARDS: u16 = 3;
 /// The calls one shard's bus handle made.
 pub type CallLog = Rc<std::cell::RefCell<Vec<(u16, &'static str)>>>;
 
+/// Started shards, and each one's bus calls.
+pub type Started = (Vec<Rc<Shard<SimEnv>>>, Vec<CallLog>);
+
 pub fn config() -> ServerConfig {
     ServerConfig {
         data_path: PathBuf::from("/data"),
@@ -53,23 +56,42 @@ pub fn config() -> ServerConfig {
 
 /// Builds `SHARDS` shards on `storage`, each with its own bus handle, sharing one metadata
 /// view.
-pub fn start(storage: &SimStorage) -> (Vec<Rc<Shard<SimEnv>>>, Vec<CallLog>) {
+pub fn start(storage: &SimStorage) -> Started {
     start_shards(storage, SHARDS)
 }
 
 /// Builds `count` shards on `storage`.
-pub fn start_shards(storage: &SimStorage, count: u16) -> (Vec<Rc<Shard<SimEnv>>>, Vec<CallLog>) {
-    let config = config();
+pub fn start_shards(storage: &SimStorage, count: u16) -> Started {
     let clock = ManualClock::new(1_700_000_000_000_000);
-    let recovered = block_on(recover(storage, &config, 1_700_000_000_000_000, 7)).expect("recover");
     let pool = MemoryPool::new(512 << 20, 64).expect("pool").leak();
+    start_on(storage, config(), &clock, count, pool, Jitter::default()).expect("start")
+}
+
+/// Recovers `storage` and builds `count` shards on it with `config`, sharing `clock` and
+/// `pool`; their bus pauses with `jitter`. A recovery or partition-opening failure is
+/// returned, for a simulation to report with its seed.
+pub fn start_on(
+    storage: &SimStorage,
+    config: ServerConfig,
+    clock: &ManualClock,
+    count: u16,
+    pool: &'static MemoryPool,
+    jitter: Jitter,
+) -> Result<Started, String> {
+    let now = rill_application::ports::Clock::now_us(clock);
+    let mut recovered = block_on(recover(storage, &config, now, 7)).map_err(|e| format!("recover: {e}"))?;
     let shared = Arc::new(Shared::new(config, count, recovered.commit(), 0, pool));
     let view = SimMetadata::new(recovered.metadata());
+    let pending = std::mem::take(&mut recovered.pending);
     let shards = Rc::new(LocalShards::default());
-    let mut writer = Some(MetadataWriter::<SimEnv>::new(recovered.replication, view.clone(), None, 99));
+    // A new VSR client id each start, as the server draws one: the replica drops requests
+    // of a known client whose numbers it has seen, and numbers start again at 1.
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let client_id = 99 + STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u128;
+    let mut writer = Some(MetadataWriter::<SimEnv>::new(recovered.replication, view.clone(), None, client_id));
     let (mut systems, mut calls) = (Vec::new(), Vec::new());
     for shard_id in 0..count {
-        let bus = LocalBus::new(shard_id, count, shards.clone());
+        let bus = LocalBus::new(shard_id, count, shards.clone()).with_jitter(jitter.clone());
         calls.push(bus.calls.clone());
         let parts = ShardParts {
             storage: storage.clone(),
@@ -86,10 +108,12 @@ pub fn start_shards(storage: &SimStorage, count: u16) -> (Vec<Rc<Shard<SimEnv>>>
         shards.register(&system);
         systems.push(system);
     }
+    // As the server starts: the replica's opening effects, then the partitions.
+    block_on(systems[0].start_replication(pending));
     for system in &systems {
-        block_on(system.open_owned_partitions()).expect("open partitions");
+        block_on(system.open_owned_partitions()).map_err(|e| format!("open partitions: {e}"))?;
     }
-    (systems, calls)
+    Ok((systems, calls))
 }
 
 /// A logged-in connection on `system` and a way to send requests on it.
@@ -110,16 +134,23 @@ impl Client {
         client
     }
 
+    /// A connection on `system` logged in with a personal access token (no password hash
+    /// to check, so simulations can log in often).
+    pub fn login_with_token(system: &Rc<Shard<SimEnv>>, token: &str) -> Self {
+        let client_id =
+            system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
+        let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
+        let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1', token.len() as u8];
+        body.extend_from_slice(token.as_bytes());
+        body.extend_from_slice(&[0, 0, 0, 0]);
+        client.call(operation::REGISTER, 0, &body).expect("login with a token");
+        client
+    }
+
     /// Sends one request; returns the reply body or the status.
     pub fn call(&mut self, op: u8, nr_code: u32, body: &[u8]) -> Result<Vec<u8>, u32> {
         let frame = self.frame(op, nr_code, body);
-        match block_on(self.system.handle(&self.connection, PoolBuf::plain(frame))) {
-            Outcome::Reply(frame) => {
-                let status = u32::from_le_bytes(frame[216..220].try_into().unwrap());
-                if status == 0 { Ok(frame[256..].to_vec()) } else { Err(status) }
-            }
-            Outcome::Evict(frame) => Err(1000 + frame[255] as u32),
-        }
+        reply_of(block_on(self.system.handle(&self.connection, PoolBuf::plain(frame))))
     }
 
     /// The frame of the next request: header and body.
@@ -140,6 +171,17 @@ impl Client {
         let mut frame = header.encode(body.len()).to_vec();
         frame.extend_from_slice(body);
         frame
+    }
+}
+
+/// A reply's body, or its status (an eviction as 1000 + its reason).
+pub fn reply_of(outcome: Outcome) -> Result<Vec<u8>, u32> {
+    match outcome {
+        Outcome::Reply(frame) => {
+            let status = u32::from_le_bytes(frame[216..220].try_into().unwrap());
+            if status == 0 { Ok(frame[256..].to_vec()) } else { Err(status) }
+        }
+        Outcome::Evict(frame) => Err(1000 + frame[255] as u32),
     }
 }
 

@@ -1,0 +1,60 @@
+//! Seeded pauses for the shard simulation: a simulated bus hop or disk call may yield to
+//! the executor a few times before it takes effect, so the seeded executor can run other
+//! requests in between, as io_uring completions and channel hops let them interleave on a
+//! real shard. Off (never yields) unless seeded.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+#[derive(Debug, Clone, Default)]
+pub struct Jitter {
+    /// xorshift state, shared by every clone; 0 means off.
+    state: Rc<Cell<u64>>,
+    /// Chance in percent of one more yield.
+    percent: u64,
+}
+
+impl Jitter {
+    /// Yields again with `percent` chance each time, from `seed`.
+    pub fn seeded(seed: u64, percent: u64) -> Self {
+        Self { state: Rc::new(Cell::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1)), percent: percent.min(90) }
+    }
+
+    fn next(&self) -> u64 {
+        let mut x = self.state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state.set(x);
+        x
+    }
+
+    /// Yields a seeded number of times (none when off).
+    pub async fn pause(&self) {
+        if self.state.get() == 0 {
+            return;
+        }
+        while self.next() % 100 < self.percent {
+            YieldOnce(false).await;
+        }
+    }
+}
+
+/// Pending once (waking itself), then ready.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
