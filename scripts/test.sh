@@ -14,6 +14,17 @@ if ! "$CLI" --version 2>/dev/null | grep -q "0\.14\.0"; then
     cargo install iggy-cli --version 0.14.0 --locked
 fi
 
+# The README's recipes run through `just`; install it once, and check that the menu parses
+# and that every recipe says what it does in `just --list`.
+if ! command -v just >/dev/null 2>&1 && ! [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/just" ]; then
+    cargo install just --version 1.59.0 --locked
+fi
+JUST="$(command -v just || echo "${CARGO_HOME:-$HOME/.cargo}/bin/just")"
+if "$JUST" --list --list-heading '' | grep -v '#'; then
+    echo "just recipes without a one-line doc (above)" >&2
+    exit 1
+fi
+
 # The `numa` build of the pinning adapter links libhwloc; hwlocality-sys asks pkg-config for
 # hwloc's static link flags, which add `-ludev`, so libudev's development files are needed too.
 if ! pkg-config --exists hwloc libudev 2>/dev/null; then

@@ -14,6 +14,8 @@
 //! `SIM_SHARD_TRACE` prints its steps; `just sim-shard` runs more in release.
 
 mod common;
+#[path = "shard_sim/requests.rs"]
+mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -25,14 +27,12 @@ use std::task::{Context, Poll, Waker};
 use common::shards::{Client, SimEnv, config, reply_of, start_on};
 use common::{Rng, messages};
 use futures_executor::block_on;
+use requests::{Request, describe, origin, summary};
 use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
 use rill_application::Shard;
 use rill_application::memory_pool::{MemoryPool, PoolBuf};
-use rill_domain::batch;
 use rill_domain::identifier::Identifier;
-use rill_domain::polling::PollingStrategy;
-use rill_domain::wire::command::{Command, Consumer, MetadataOp, Partitioning, PollRequest, TopicRef};
-use rill_domain::wire::encode::EncodedRequest;
+use rill_domain::wire::command::{Command, MetadataOp};
 use rill_domain::wire::tlv;
 
 const START_US: u64 = 1_700_000_000_000_000;
@@ -67,14 +67,6 @@ struct PartitionModel {
     /// them, whatever the topic's durability.
     synced: BTreeSet<String>,
     synced_offset: Option<u64>,
-}
-
-enum Request {
-    Send { topic: usize, partition: u32, payloads: Vec<String>, submitted_us: u64 },
-    Poll { topic: usize, partition: u32, offset: u64 },
-    StoreOffset { topic: usize, partition: u32, offset: u64 },
-    GetOffset { topic: usize, partition: u32, at_least: Option<u64> },
-    Flush { topic: usize, partition: u32, fsync: bool },
 }
 
 enum Done {
@@ -151,20 +143,6 @@ fn prepare() -> (SimStorage, String) {
     block_on(shards[0].flush_all()).expect("flush");
     block_on(shards[0].mark_clean_shutdown()).expect("clean marker");
     (storage, token)
-}
-
-fn topic_ref(topic: usize) -> TopicRef {
-    TopicRef { stream: Identifier::Numeric(0), topic: Identifier::Numeric(topic as u32) }
-}
-
-fn consumer() -> Consumer {
-    Consumer::Single(Identifier::Numeric(CONSUMER))
-}
-
-/// (client, send number, index in the batch) of a payload this simulation made.
-fn origin(payload: &str) -> (u64, u64, u64) {
-    let mut parts = payload.split(':').skip(1).map(|part| part.parse::<u64>().unwrap_or(u64::MAX));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 impl Run {
@@ -315,7 +293,7 @@ impl Run {
             85..=92 => Request::GetOffset { topic, partition, at_least: model.stored },
             _ => Request::Flush { topic, partition, fsync: self.rng.chance(50) },
         };
-        let encoded = self.encode(&request);
+        let encoded = requests::encode(&request, self.step);
         let mut owner = self.clients[client].take().expect("idle");
         let frame = owner.frame(encoded.operation, encoded.code, &encoded.body);
         self.trace(|| format!("client {client} submits {}", describe(&request)));
@@ -327,62 +305,6 @@ impl Run {
             Done::Reply(owner, reply_of(outcome))
         });
         self.tasks.push(Task { client: Some(client), request: Some(request), future });
-    }
-
-    fn encode(&self, request: &Request) -> EncodedRequest {
-        let built: Vec<u8>;
-        let command = match request {
-            Request::Send { topic, partition, payloads, .. } => {
-                let frames: Vec<(u128, &[u8], &[u8])> = payloads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| ((self.step as u128) << 8 | i as u128, p.as_bytes(), &b""[..]))
-                    .collect();
-                built = batch::build(&frames, 1);
-                Command::SendMessages {
-                    topic: topic_ref(*topic),
-                    partitioning: Partitioning::PartitionId(*partition),
-                    messages_count: payloads.len() as u32,
-                    batch: &built,
-                }
-            }
-            Request::Poll { topic, partition, offset } => Command::PollMessages(PollRequest {
-                consumer: consumer(),
-                topic: topic_ref(*topic),
-                partition_id: Some(*partition),
-                strategy: PollingStrategy::Offset(*offset),
-                count: 1 + (self.step % 50) as u32,
-                auto_commit: false,
-            }),
-            Request::StoreOffset { topic, partition, offset } => Command::StoreConsumerOffset {
-                consumer: consumer(),
-                topic: topic_ref(*topic),
-                partition_id: Some(*partition),
-                offset: *offset,
-            },
-            Request::GetOffset { topic, partition, .. } => Command::GetConsumerOffset {
-                consumer: consumer(),
-                topic: topic_ref(*topic),
-                partition_id: Some(*partition),
-            },
-            Request::Flush { topic, partition, fsync } => {
-                Command::FlushUnsavedBuffer { topic: topic_ref(*topic), partition_id: *partition, fsync: *fsync }
-            }
-        };
-        command.encode().unwrap_or_else(|e| self.fail(format!("encode: {e}")))
-    }
-}
-
-fn describe(request: &Request) -> String {
-    match request {
-        Request::Send { topic, partition, payloads, .. } => {
-            let first = payloads.first().map(|p| p.split(':').take(4).collect::<Vec<_>>().join(":"));
-            format!("send {} to {topic}/{partition} from {}", payloads.len(), first.unwrap_or_default())
-        }
-        Request::Poll { topic, partition, offset } => format!("poll {topic}/{partition} at {offset}"),
-        Request::StoreOffset { topic, partition, offset } => format!("store offset {offset} on {topic}/{partition}"),
-        Request::GetOffset { topic, partition, .. } => format!("get offset of {topic}/{partition}"),
-        Request::Flush { topic, partition, fsync } => format!("flush {topic}/{partition} fsync {fsync}"),
     }
 }
 
@@ -525,13 +447,6 @@ impl Run {
     }
 }
 
-fn summary(result: &Result<Vec<u8>, u32>) -> String {
-    match result {
-        Ok(body) => format!("ok, {} bytes", body.len()),
-        Err(code) => format!("error {code}"),
-    }
-}
-
 impl Run {
     /// A shard's retention pass or failed-write retry, run beside the requests.
     fn maintain(&mut self, retention: bool) {
@@ -645,7 +560,7 @@ impl Run {
                 });
                 self.settle(topic, partition, &present, clean);
                 let get = Request::GetOffset { topic, partition, at_least: None };
-                let encoded = self.encode(&get);
+                let encoded = requests::encode(&get, self.step);
                 let body = checker
                     .call(encoded.operation, encoded.code, &encoded.body)
                     .unwrap_or_else(|e| self.fail(format!("get offset after restart: {e}")));
@@ -668,7 +583,7 @@ impl Run {
         loop {
             let offset = present.last().map_or(0, |(at, _)| at + 1);
             let poll = Request::Poll { topic, partition, offset };
-            let encoded = self.encode(&poll);
+            let encoded = requests::encode(&poll, self.step);
             let body = checker
                 .call(encoded.operation, encoded.code, &encoded.body)
                 .unwrap_or_else(|e| self.fail(format!("poll {topic}/{partition} at {offset} after restart: {e}")));

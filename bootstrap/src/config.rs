@@ -85,6 +85,9 @@ pub struct MemoryPoolConfig {
 pub struct Config {
     pub system_path: String,
     pub cpu_allocation: String,
+    /// A NUMA allocation must be honoured: without NUMA support the start stops instead of
+    /// falling back to one shard per core.
+    pub require_numa: bool,
     pub pin_threads: bool,
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
@@ -93,6 +96,8 @@ pub struct Config {
     pub http_settings: rill_adapter_transport_http::HttpSettings,
     pub cluster: ClusterConfig,
     pub log_level: String,
+    /// The log file and its rotation (`None`: `file_enabled = false`).
+    pub log_file: Option<crate::logfile::LogSettings>,
     pub tcp: Listener,
     pub quic: Listener,
     pub http: Listener,
@@ -101,10 +106,12 @@ pub struct Config {
     pub effective: String,
     /// Keys that were set but that Rill does not know.
     pub unknown_keys: Vec<String>,
+    /// systemd's notify socket and watchdog, from the environment.
+    pub systemd: crate::systemd::Notifier,
 }
 
 /// Flattens a TOML table into `a.b.c -> value` leaves.
-fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+pub(crate) fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
     match value {
         Value::Table(table) => {
             for (key, child) in table {
@@ -164,12 +171,13 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
     let mut known = BTreeMap::new();
     flatten("", &merged, &mut known);
     let mut unknown_keys = Vec::new();
+    let mut file_leaves = BTreeMap::new();
     if let Some((path, text)) = file {
         let parsed =
             Value::Table(toml::from_str(text).with_context(|| format!("config file {path} is not valid TOML"))?);
-        let mut leaves = BTreeMap::new();
-        flatten("", &parsed, &mut leaves);
-        for (key, value) in leaves {
+        flatten("", &parsed, &mut file_leaves);
+        crate::config_iggy::translate(&mut file_leaves).with_context(|| format!("in {path}"))?;
+        for (key, value) in file_leaves.clone() {
             match known.get(&key) {
                 None => unknown_keys.push(key),
                 // `cpu_allocation = 4` is as natural as `cpu_allocation = "4"`.
@@ -183,8 +191,13 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
             }
         }
     }
-    let env_names: BTreeMap<String, &String> =
-        known.keys().map(|k| (format!("IGGY_{}", k.replace('.', "_").to_uppercase()), k)).collect();
+    crate::config_iggy::refuse_unhonoured(&file_leaves, env)?;
+    let mut env_names: BTreeMap<String, &String> = known.keys().map(|k| (crate::config_iggy::env_name(k), k)).collect();
+    for (iggy, rill) in crate::config_iggy::RENAMED {
+        if let Some((key, _)) = known.get_key_value(*rill) {
+            env_names.entry(crate::config_iggy::env_name(iggy)).or_insert(key);
+        }
+    }
     for (name, raw) in env.iter().filter(|(name, _)| name.starts_with("IGGY_")) {
         match env_names.get(name) {
             Some(key) => set_path(&mut merged, key, parse_env(key, raw, &known[*key])?),
@@ -192,7 +205,8 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
             None => unknown_keys.push(name.clone()),
         }
     }
-    let config = typed(&merged, unknown_keys)?;
+    let mut config = typed(&merged, unknown_keys)?;
+    config.systemd = crate::systemd::Notifier::from_env(env);
     validate(&config)?;
     Ok(config)
 }
@@ -312,7 +326,13 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
             exposed_headers: list("http.cors.exposed_headers")?,
             allow_credentials: flag("http.cors.allow_credentials"),
         },
+        metrics_endpoint: flag("http.metrics.enabled").then(|| text("http.metrics.endpoint")),
     };
+    if let Some(endpoint) = &http_settings.metrics_endpoint
+        && (!endpoint.starts_with('/') || endpoint.len() < 2 || endpoint.contains(['{', '}', '*', ' ']))
+    {
+        bail!("invalid value for `http.metrics.endpoint`: `{endpoint}` (expected a path such as \"/metrics\")");
+    }
     rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
     let cluster = ClusterConfig {
         enabled: flag("cluster.enabled"),
@@ -328,15 +348,18 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         memory_pool,
         system_path: text("system.path"),
         cpu_allocation: text("system.sharding.cpu_allocation"),
+        require_numa: flag("system.sharding.require_numa"),
         pin_threads: flag("system.sharding.pin_threads"),
         inbox_capacity: inbox_capacity as usize,
         log_level: text("system.logging.level"),
+        log_file: log_file(&leaves)?,
         tcp: listener("tcp", "tcp.tls", false),
         quic: listener("quic", "quic.certificate", true),
         http: listener("http", "http.tls", false),
         websocket: listener("websocket", "websocket.tls", false),
         effective: toml::to_string(&redacted(merged)).context("serialising the effective config")?,
         unknown_keys,
+        systemd: Default::default(),
     })
 }
 
@@ -404,6 +427,37 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         bail!("invalid value for `system.path`: `` (expected a directory path)");
     }
     Ok(())
+}
+
+/// `[system.logging]`'s file settings.
+fn log_file(leaves: &BTreeMap<String, Value>) -> anyhow::Result<Option<crate::logfile::LogSettings>> {
+    let text = |key: &str| leaves[key].as_str().expect("types were checked against the defaults");
+    if !leaves["system.logging.file_enabled"].as_bool().expect("types were checked against the defaults") {
+        return Ok(None);
+    }
+    let size = |key: &str| {
+        let value = text(key);
+        rill_domain::topic_options::parse_size_bytes(value)
+            .with_context(|| format!("invalid value for `{key}`: `{value}` (expected a size such as \"500 MB\", or 0)"))
+    };
+    let duration = |key: &str| {
+        let value = text(key);
+        match value.trim() {
+            "0" | "none" | "unlimited" => Ok(0),
+            _ => rill_domain::topic_options::parse_duration_us(value).with_context(|| {
+                format!("invalid value for `{key}`: `{value}` (expected a duration such as \"7 days\")")
+            }),
+        }
+    };
+    Ok(Some(crate::logfile::LogSettings {
+        dir: std::path::Path::new(text("system.path")).join(text("system.logging.path")),
+        max_file_bytes: size("system.logging.max_file_size")?,
+        max_total_bytes: size("system.logging.max_total_size")?,
+        retention: std::time::Duration::from_micros(duration("system.logging.retention")?),
+        check_interval: std::time::Duration::from_micros(
+            duration("system.logging.rotation_check_interval")?.max(1_000_000),
+        ),
+    }))
 }
 
 /// `connections.max_frame_size`: a size from one header (256 bytes) up to the protocol's

@@ -4,9 +4,13 @@
 pub mod cluster;
 pub mod config;
 pub mod config_data;
+pub mod config_iggy;
+pub mod dotenv;
 pub mod host;
+pub mod logfile;
 pub mod page_alloc;
 pub mod server;
+pub mod systemd;
 pub mod transports;
 
 #[global_allocator]

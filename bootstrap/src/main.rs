@@ -37,30 +37,42 @@ fn parse_flags() -> Result<Flags, String> {
     Ok(flags)
 }
 
-/// Logs go to stderr and to `<data>/logs/rill.log` (appended). A log file that cannot be
-/// opened is reported and skipped: logging must not stop the server from starting.
-fn init_logging(level: &str, data_path: &str) {
+/// Reads the `.env` file into `env` (the environment wins); the file and how many
+/// variables it added, when there was one.
+fn read_dotenv(env: &mut BTreeMap<String, String>) -> Result<Option<(std::path::PathBuf, usize)>, String> {
+    let Some(path) = rill_bootstrap::dotenv::path(env) else { return Ok(None) };
+    let text = std::fs::read_to_string(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let pairs = rill_bootstrap::dotenv::parse(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(Some((path, rill_bootstrap::dotenv::merge(env, pairs))))
+}
+
+/// Logs go to stderr and, unless `file_enabled = false`, to the rotating `rill.log` (see
+/// `logfile`). A log file that cannot be opened is reported and skipped: logging must not
+/// stop the server from starting.
+fn init_logging(level: &str, rust_log: Option<&str>, file: Option<rill_bootstrap::logfile::LogSettings>) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // `RUST_LOG`, from the environment or the .env file, wins over `system.logging.level`.
+    let filter = rust_log
+        .and_then(|directives| tracing_subscriber::EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stderr = tracing_subscriber::fmt::layer().with_ansi(ansi).with_thread_names(true).with_writer(std::io::stderr);
-    let logs = std::path::Path::new(data_path).join("logs");
-    let file = std::fs::create_dir_all(&logs)
-        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(logs.join("rill.log")));
-    let file_layer = match file {
-        Ok(file) => Some(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(false)
-                .with_thread_names(true)
-                .with_writer(std::sync::Mutex::new(file)),
-        ),
-        Err(error) => {
-            eprintln!("rill-server: cannot open {}: {error}; logging to stderr only", logs.join("rill.log").display());
-            None
+    let file_layer = file.and_then(|settings| {
+        let dir = settings.dir.clone();
+        match rill_bootstrap::logfile::RotatingFile::open(settings) {
+            Ok(file) => Some(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_thread_names(true)
+                    .with_writer(std::sync::Mutex::new(file)),
+            ),
+            Err(error) => {
+                eprintln!("rill-server: cannot open a log file in {}: {error}; logging to stderr only", dir.display());
+                None
+            }
         }
-    };
+    });
     tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).init();
 }
 
@@ -72,7 +84,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    let dotenv = match read_dotenv(&mut env) {
+        Ok(dotenv) => dotenv,
+        Err(message) => {
+            eprintln!("rill-server: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let file = env.get("IGGY_CONFIG_PATH").map(|path| (path.clone(), std::fs::read_to_string(path)));
     let file = match file {
         Some((path, Ok(text))) => Some((path, text)),
@@ -94,7 +113,10 @@ fn main() -> ExitCode {
     if flags.fresh {
         let _ = std::fs::remove_dir_all(&config.system_path);
     }
-    init_logging(&config.log_level, &config.system_path);
+    init_logging(&config.log_level, env.get("RUST_LOG").map(String::as_str), config.log_file.clone());
+    if let Some((path, added)) = dotenv {
+        tracing::info!(path = %path.display(), variables = added, "read environment variables from a .env file");
+    }
     for key in &config.unknown_keys {
         tracing::warn!(key = %key, "unknown configuration key; it has no effect");
     }

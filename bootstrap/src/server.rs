@@ -55,7 +55,20 @@ fn plan_shards(config: &Config) -> anyhow::Result<Vec<Option<usize>>> {
     if let (CpuAllocation::Count(count), false) = (&allocation, config.pin_threads) {
         return Ok(vec![None; *count]);
     }
-    let cores = shard_cores(&AffinityPinning, &allocation, &config.cpu_allocation).map_err(anyhow::Error::msg)?;
+    let cores = match shard_cores(&AffinityPinning, &allocation, &config.cpu_allocation) {
+        // A NUMA allocation this build or machine cannot honour (Iggy's shipped config asks
+        // for "numa:auto") runs one shard per core, unless NUMA was required.
+        Err(error) if allocation.is_numa() && !config.require_numa => {
+            tracing::warn!(
+                cpu_allocation = %config.cpu_allocation,
+                %error,
+                "NUMA placement is not available; running one shard per core (set system.sharding.require_numa = true to refuse instead)"
+            );
+            shard_cores(&AffinityPinning, &CpuAllocation::All, "all")
+        }
+        cores => cores,
+    };
+    let cores = cores.map_err(anyhow::Error::msg)?;
     if cores.is_empty() || cores.len() > u16::MAX as usize {
         bail!("cpu_allocation `{}` yields {} shards", config.cpu_allocation, cores.len());
     }
@@ -358,11 +371,25 @@ impl Shard0 {
         let tcp = format!("{}:{}", listeners.ip, listeners.ports.tcp);
         println!("rill-server listening on {tcp} with {} shards ({summary})", self.shard_count);
         crate::transports::serve_all(&system, listeners, &self.bus);
+        let systemd = self.config.systemd.clone();
+        systemd.notify("READY=1");
+        if let Some(interval) = systemd.watchdog_interval() {
+            let pinger = systemd.clone();
+            // On shard 0's own loop: if it stops turning, the pings stop and systemd acts.
+            compio::runtime::spawn(async move {
+                loop {
+                    compio::time::sleep(interval).await;
+                    pinger.notify("WATCHDOG=1");
+                }
+            })
+            .detach();
+        }
         spawn_maintenance(&system);
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
         compio::runtime::spawn(watch_free_space(system.clone())).detach();
         wait_for_signal().await?;
+        systemd.notify("STOPPING=1");
         tracing::info!("shutdown requested: flushing partitions on every shard");
         let flushed = system.flush_all().await;
         if flushed.is_ok()

@@ -65,6 +65,8 @@ pub struct HttpSettings {
     pub clock_skew_s: u64,
     pub max_request_size_bytes: usize,
     pub cors: CorsSettings,
+    /// Where Prometheus scrapes (`[http.metrics] endpoint`), or `None` when metrics are off.
+    pub metrics_endpoint: Option<String>,
 }
 
 /// Wall-clock microseconds, for token expiry checks and batch timestamps.
@@ -172,9 +174,11 @@ fn account_routes() -> Router<Arc<HttpState>> {
 
 /// The whole route table, with latency recording, the body cap and CORS.
 fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
-    let app = Router::new()
-        .route("/ping", get(ping))
-        .route("/metrics", get(metrics_route))
+    let mut app = Router::new().route("/ping", get(ping));
+    if let Some(endpoint) = &settings.metrics_endpoint {
+        app = app.route(endpoint, get(metrics_route));
+    }
+    let app = app
         .route("/stats", get(system::stats))
         .route("/clients", get(system::clients))
         .route("/clients/{client}", get(system::client))

@@ -79,10 +79,106 @@ fn an_allocation_beyond_the_machine_stops_the_start() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The keys a server's log reports as unknown.
+fn reported_unknown(logs: &str) -> Vec<String> {
+    logs.lines()
+        .filter(|line| line.contains("unknown configuration key"))
+        .filter_map(|line| line.split("key=").nth(1))
+        .map(|key| key.split_whitespace().next().unwrap_or(key).to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn iggys_shipped_config_file_starts_rill_naming_only_the_keys_rill_lacks() -> anyhow::Result<()> {
+    let path = rill_tests::workspace_dir().join("tests/data/iggy-server-config.toml");
+    let server = TestServer::start_with_env(&[("IGGY_CONFIG_PATH", path.to_str().unwrap())])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    client.ping().await?;
+    client.create_stream("from-iggy").await?;
+    let logs = server.logs();
+    let unknown = reported_unknown(&logs);
+    // Keys Rill has under its own names are taken, not reported.
+    for taken in [
+        "system.sharding.pin_cores",
+        "cluster.nodes",
+        "message_bus.max_message_size",
+        "system.sharding.cpu_allocation",
+        "system.sharding.inbox_capacity",
+        "http.cors.allowed_origins",
+    ] {
+        assert!(!unknown.iter().any(|key| key == taken), "`{taken}` reported unknown:\n{logs}");
+    }
+    // Keys Rill lacks are named, one by one.
+    for lacking in ["quic.max_concurrent_bidi_streams", "metadata.journal_slots", "partition.prepare_queue_depth"] {
+        assert!(unknown.iter().any(|key| key == lacking), "`{lacking}` not reported:\n{logs}");
+    }
+    if std::env::var_os("RILL_TEST_SHARDS").is_none() {
+        // The file asks for "numa:auto"; the test build has no NUMA support.
+        assert!(logs.contains("NUMA placement is not available"), "no NUMA fallback warning:\n{logs}");
+    }
+    Ok(())
+}
+
+/// Without `require_numa`, the same allocation falls back (see the Iggy config test).
 #[test]
-fn a_numa_allocation_without_numa_support_says_how_to_enable_it() -> anyhow::Result<()> {
-    let (code, stderr) = run_refused(&[("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "numa:auto")])?;
-    assert_ne!(code, Some(0), "stderr: {stderr}");
-    assert!(stderr.contains("--features numa"), "stderr: {stderr}");
+fn a_numa_allocation_that_was_required_stops_the_start() -> anyhow::Result<()> {
+    let (code, stderr) = run_refused(&[
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "numa:auto"),
+        ("IGGY_SYSTEM_SHARDING_REQUIRE_NUMA", "true"),
+    ])?;
+    assert_eq!(code, Some(1), "stderr: {stderr}");
+    assert!(stderr.contains("--features numa"), "says how to get the NUMA build: {stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_protection_rill_cannot_give_stops_the_start() -> anyhow::Result<()> {
+    let (code, stderr) = run_refused(&[("IGGY_CLUSTER_AUTH_ENABLED", "true")])?;
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("cluster.auth.enabled"), "stderr: {stderr}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_dotenv_file_sets_variables_the_environment_does_not() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let dotenv = dir.path().join("rill.env");
+    // The harness sets IGGY_TCP_ADDRESS itself: the file's must lose, or no client gets in.
+    std::fs::write(&dotenv, "# for the test\nIGGY_SYSTEM_LOGGING_LEVEL=debug\nIGGY_TCP_ADDRESS=127.0.0.1:1\n")?;
+    let server = TestServer::start_with_env(&[("IGGY_ENV_PATH", dotenv.to_str().unwrap())])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    client.ping().await?;
+    let logs = server.logs();
+    assert!(logs.contains("read environment variables from a .env file"), "{logs}");
+    assert!(logs.contains("DEBUG"), "the file's log level did not apply:\n{logs}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_log_file_rotates_by_size_and_keeps_under_its_total_cap() -> anyhow::Result<()> {
+    let server = TestServer::start_with_env(&[
+        ("IGGY_SYSTEM_LOGGING_MAX_FILE_SIZE", "1 KiB"),
+        ("IGGY_SYSTEM_LOGGING_MAX_TOTAL_SIZE", "4 KiB"),
+        // Every connection past the first is refused with a warning: a log line each.
+        ("IGGY_CONNECTIONS_MAX_CONNECTIONS", "1"),
+    ])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    for _ in 0..60 {
+        let mut refused = std::net::TcpStream::connect(server.tcp_address())?;
+        refused.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        let _ = std::io::Read::read_to_end(&mut refused, &mut Vec::new());
+    }
+    client.ping().await?;
+    let dir = server.data_dir().join("logs");
+    let files: Vec<(String, u64)> = std::fs::read_dir(&dir)?
+        .filter_map(Result::ok)
+        .map(|entry| (entry.file_name().to_string_lossy().into_owned(), entry.metadata().map_or(0, |m| m.len())))
+        .collect();
+    let rotated = files.iter().filter(|(name, _)| name != "rill.log" && name.ends_with(".log")).count();
+    assert!(rotated >= 1, "nothing rotated: {files:?}");
+    // A single line longer than the limit gets a file of its own, so allow one line over.
+    assert!(files.iter().all(|(_, len)| *len <= 1024 + 512), "a file past max_file_size: {files:?}");
+    let total: u64 = files.iter().map(|(_, len)| len).sum();
+    assert!(total <= 4096 + 512, "log files past max_total_size: {total} bytes, {files:?}");
     Ok(())
 }

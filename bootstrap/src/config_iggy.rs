@@ -1,0 +1,187 @@
+//! Iggy's configuration names where Rill has its own: renamed keys, Iggy's
+//! `[[cluster.nodes]]` roster, and the keys that ask for a protection Rill does not give,
+//! which stop the start instead of being reported as unknown. With these, Iggy's shipped
+//! `config.toml` starts Rill and only the keys Rill truly lacks are named.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, bail};
+use toml::Value;
+
+/// Iggy's key -> Rill's key of the same meaning.
+pub const RENAMED: &[(&str, &str)] = &[
+    ("system.sharding.pin_cores", "system.sharding.pin_threads"),
+    // Iggy's bus carries client and replica frames alike; its cap is Rill's frame cap.
+    ("message_bus.max_message_size", "connections.max_frame_size"),
+];
+
+/// Keys whose value asks for a protection Rill cannot give, with what it would take: a
+/// start that sets them so stops, since running without the protection is worse than not
+/// running. `(key, the value that is fine, why)`.
+const UNHONOURED: &[(&str, &str, &str)] = &[
+    (
+        "cluster.auth.enabled",
+        "false",
+        "replica-plane authentication is not built yet; keep the replica port on a private network",
+    ),
+    ("cluster.tls.enabled", "false", "TLS on the replica plane is not built yet"),
+    ("http.jwt.algorithm", "HS256", "Rill signs and checks HTTP tokens with HS256 only"),
+    ("system.encryption.enabled", "false", "encryption at rest is not built yet"),
+];
+
+/// Iggy keys whose given value is what Rill does anyway (its fixed directory layout, its
+/// only JWT algorithm, ...): taken without a word. Any other value is reported as unknown.
+const MATCHING: &[(&str, &str)] = &[
+    ("system.stream.path", "streams"),
+    ("system.topic.path", "topics"),
+    ("system.partition.path", "partitions"),
+    ("system.runtime.path", "runtime"),
+    ("personal_access_token.cleaner.enabled", "true"),
+    ("websocket.accept_unmasked_frames", "false"),
+    ("http.jwt.algorithm", "HS256"),
+    ("cluster.auth.enabled", "false"),
+    ("cluster.tls.enabled", "false"),
+    ("system.encryption.enabled", "false"),
+    ("telemetry.enabled", "false"),
+];
+
+/// The environment variable of a config key: `IGGY_` + the upper-case path joined by `_`.
+pub fn env_name(key: &str) -> String {
+    format!("IGGY_{}", key.replace('.', "_").to_uppercase())
+}
+
+/// Rewrites a config file's leaves to Rill's names: renamed keys move (Rill's own name wins
+/// when both are set) and `[[cluster.nodes]]` becomes `cluster.replicas` and
+/// `cluster.client_addresses` (unless those are set).
+pub fn translate(leaves: &mut BTreeMap<String, Value>) -> anyhow::Result<()> {
+    for (iggy, rill) in RENAMED {
+        if let Some(value) = leaves.remove(*iggy) {
+            leaves.entry((*rill).to_owned()).or_insert(value);
+        }
+    }
+    for (key, value) in MATCHING {
+        if leaves.get(*key).is_some_and(|given| as_text(given).eq_ignore_ascii_case(value)) {
+            leaves.remove(*key);
+        }
+    }
+    if let Some(nodes) = leaves.remove("cluster.nodes") {
+        let (replicas, clients) = roster(&nodes)?;
+        let strings = |items: Vec<String>| Value::Array(items.into_iter().map(Value::String).collect());
+        leaves.entry("cluster.replicas".to_owned()).or_insert_with(|| strings(replicas));
+        leaves.entry("cluster.client_addresses".to_owned()).or_insert_with(|| strings(clients));
+    }
+    Ok(())
+}
+
+/// Iggy's roster: `[[cluster.nodes]]` tables with `ip`, `replica_id` and
+/// `ports = { tcp, tcp_replica, ... }`; returns the replica-plane and client addresses in
+/// replica-id order.
+fn roster(nodes: &Value) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let nodes = nodes.as_array().context("invalid value for `cluster.nodes`: expected an array of tables")?;
+    let mut by_id = BTreeMap::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let field =
+            |name: &str| node.get(name).with_context(|| format!("`cluster.nodes` entry {index} has no `{name}`"));
+        let ip =
+            field("ip")?.as_str().with_context(|| format!("`cluster.nodes` entry {index}: `ip` must be a string"))?;
+        let replica_id = match node.get("replica_id") {
+            Some(id) => id
+                .as_integer()
+                .with_context(|| format!("`cluster.nodes` entry {index}: `replica_id` must be a number"))?,
+            None => index as i64,
+        };
+        let port = |name: &str| -> anyhow::Result<i64> {
+            field("ports")?
+                .get(name)
+                .and_then(Value::as_integer)
+                .with_context(|| format!("`cluster.nodes` entry {index} has no `ports.{name}`"))
+        };
+        let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() };
+        let addresses = (format!("{host}:{}", port("tcp_replica")?), format!("{host}:{}", port("tcp")?));
+        if by_id.insert(replica_id, addresses).is_some() {
+            bail!("`cluster.nodes` names replica_id {replica_id} twice");
+        }
+    }
+    if by_id.keys().copied().ne(0..by_id.len() as i64) {
+        bail!("`cluster.nodes` replica ids must run 0, 1, 2, ... without gaps");
+    }
+    Ok(by_id.into_values().unzip())
+}
+
+/// Stops the start when the file or the environment asks for a protection Rill does not
+/// give (see `UNHONOURED`).
+pub fn refuse_unhonoured(file: &BTreeMap<String, Value>, env: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    for (key, fine, why) in UNHONOURED {
+        let from_file = file.get(*key).map(as_text);
+        let value = env.get(&env_name(key)).cloned().or(from_file);
+        if let Some(value) = value
+            && !value.trim().eq_ignore_ascii_case(fine)
+        {
+            bail!("`{key} = {value}` cannot be honoured: {why}. Set it to {fine} (or remove it) to start");
+        }
+    }
+    Ok(())
+}
+
+/// A leaf's value as text: a string as it is, anything else as TOML writes it.
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaves(text: &str) -> BTreeMap<String, Value> {
+        let mut out = BTreeMap::new();
+        crate::config::flatten("", &Value::Table(toml::from_str(text).unwrap()), &mut out);
+        out
+    }
+
+    #[test]
+    fn renamed_keys_move_and_rills_own_name_wins() {
+        let mut file = leaves("[system.sharding]\npin_cores = false\n[message_bus]\nmax_message_size = \"1 MiB\"\n");
+        translate(&mut file).unwrap();
+        assert_eq!(file.get("system.sharding.pin_threads"), Some(&Value::Boolean(false)));
+        assert_eq!(file.get("connections.max_frame_size"), Some(&Value::String("1 MiB".into())));
+        let mut same = leaves("[system.stream]\npath = \"streams\"\n[system.topic]\npath = \"elsewhere\"\n");
+        translate(&mut same).unwrap();
+        assert!(!same.contains_key("system.stream.path"), "Rill's own layout: taken silently");
+        assert!(same.contains_key("system.topic.path"), "another layout: left to be reported");
+        let mut both = leaves("[system.sharding]\npin_cores = false\npin_threads = true\n");
+        translate(&mut both).unwrap();
+        assert_eq!(both.get("system.sharding.pin_threads"), Some(&Value::Boolean(true)));
+        assert!(!both.contains_key("system.sharding.pin_cores"));
+    }
+
+    #[test]
+    fn iggys_roster_becomes_replicas_and_client_addresses() {
+        let text = "[[cluster.nodes]]\nname = \"b\"\nip = \"10.0.0.2\"\nreplica_id = 1\nports = { tcp = 8091, tcp_replica = 9091 }\n\
+                    [[cluster.nodes]]\nname = \"a\"\nip = \"10.0.0.1\"\nreplica_id = 0\nports = { tcp = 8090, tcp_replica = 9090, http = 3000 }\n";
+        let mut file = leaves(text);
+        translate(&mut file).unwrap();
+        let list = |key: &str| {
+            file[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(list("cluster.replicas"), ["10.0.0.1:9090", "10.0.0.2:9091"]);
+        assert_eq!(list("cluster.client_addresses"), ["10.0.0.1:8090", "10.0.0.2:8091"]);
+        let mut gap = leaves("[[cluster.nodes]]\nip = \"h\"\nreplica_id = 1\nports = { tcp = 1, tcp_replica = 2 }\n");
+        assert!(translate(&mut gap).unwrap_err().to_string().contains("without gaps"));
+        let mut no_port = leaves("[[cluster.nodes]]\nip = \"h\"\nports = { tcp = 1 }\n");
+        assert!(translate(&mut no_port).unwrap_err().to_string().contains("ports.tcp_replica"));
+    }
+
+    #[test]
+    fn a_protection_rill_cannot_give_stops_the_start() {
+        let none = BTreeMap::new();
+        assert!(refuse_unhonoured(&leaves("[cluster.auth]\nenabled = false\n"), &none).is_ok());
+        let error = refuse_unhonoured(&leaves("[cluster.auth]\nenabled = true\n"), &none).unwrap_err().to_string();
+        assert!(error.contains("cluster.auth.enabled"), "{error}");
+        let env = BTreeMap::from([("IGGY_HTTP_JWT_ALGORITHM".to_owned(), "RS256".to_owned())]);
+        let error = refuse_unhonoured(&BTreeMap::new(), &env).unwrap_err().to_string();
+        assert!(error.contains("http.jwt.algorithm") && error.contains("RS256"), "{error}");
+    }
+}
