@@ -138,6 +138,12 @@ impl<E: Env> Shard<E> {
         let header_bytes: &[u8; HEADER_SIZE] = frame[..HEADER_SIZE].try_into().expect("a frame holds its header");
         let header = RequestHeader::parse(header_bytes);
         let outcome = self.serve(connection, &header, frame).await;
+        if let Outcome::Reply(reply) = &outcome
+            && let Some(status) = reply.get(216..220)
+            && status != [0; 4]
+        {
+            self.shared.telemetry.errors.count(u32::from_le_bytes(status.try_into().expect("four bytes")));
+        }
         let command = rill_domain::wire::codes::command_name(header.operation, header.code);
         self.shared.telemetry.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));
         outcome

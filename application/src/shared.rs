@@ -14,6 +14,7 @@ use crate::groups::Groups;
 use crate::latency::RequestLatency;
 use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
+use crate::partition::ConsumerKey;
 use crate::shard::{ClientRegistry, ServerConfig};
 
 /// Live counters of one partition, written by its owner and read by any shard.
@@ -27,6 +28,14 @@ pub struct PartitionStats {
     first_offset: AtomicU64,
     /// A write failed and none succeeded since: sends are refused.
     read_only: AtomicBool,
+    /// Messages and bytes appended and served by polls since the partition was opened.
+    pub appended_messages: AtomicU64,
+    pub appended_bytes: AtomicU64,
+    pub polled_messages: AtomicU64,
+    pub polled_bytes: AtomicU64,
+    /// Stored consumer and group offsets, republished when one changes (not on the send
+    /// path), for the consumer-lag metric.
+    stored_offsets: std::sync::Mutex<Vec<(ConsumerKey, u64)>>,
 }
 
 /// What a partition's owner publishes about it after each operation.
@@ -49,7 +58,21 @@ impl PartitionStats {
             current_offset: AtomicU64::new(0),
             first_offset: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
+            appended_messages: AtomicU64::new(0),
+            appended_bytes: AtomicU64::new(0),
+            polled_messages: AtomicU64::new(0),
+            polled_bytes: AtomicU64::new(0),
+            stored_offsets: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    pub fn set_stored_offsets(&self, offsets: Vec<(ConsumerKey, u64)>) {
+        *self.stored_offsets.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = offsets;
+    }
+
+    /// Every stored consumer and group offset of the partition.
+    pub fn stored_offsets(&self) -> Vec<(ConsumerKey, u64)> {
+        self.stored_offsets.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     pub fn set(&self, snapshot: PartitionSnapshot) {
@@ -158,6 +181,14 @@ impl PartitionTable {
         self.partitions.pin().get(&namespace).cloned()
     }
 
+    /// Counts an append on the partition's counters (no reference taken: the send path).
+    pub fn count_appended(&self, namespace: Namespace, messages: u64, bytes: u64) {
+        if let Some(stats) = self.partitions.pin().get(&namespace) {
+            stats.appended_messages.fetch_add(messages, Ordering::Relaxed);
+            stats.appended_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
     pub fn insert(&self, namespace: Namespace, stats: Arc<PartitionStats>) {
         self.partitions.pin().insert(namespace, stats);
     }
@@ -233,6 +264,27 @@ pub struct Telemetry {
     pub data: DataCounters,
     /// Request latency by transport family and request.
     pub latency: RequestLatency,
+    /// Binary-protocol replies that carried an error, by status code.
+    pub errors: ErrorCounts,
+    /// How long file fsyncs take (recorded by the storage adapter).
+    pub fsync_latency: Arc<crate::latency::Histogram>,
+}
+
+/// Error replies by status code. Taken only on error paths, so one lock is enough.
+#[derive(Debug, Default)]
+pub struct ErrorCounts {
+    by_code: std::sync::Mutex<std::collections::BTreeMap<u32, u64>>,
+}
+
+impl ErrorCounts {
+    pub fn count(&self, code: u32) {
+        *self.by_code.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(code).or_insert(0) += 1;
+    }
+
+    /// (status code, replies) for every code seen, ascending.
+    pub fn snapshot(&self) -> Vec<(u32, u64)> {
+        self.by_code.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().map(|(c, n)| (*c, *n)).collect()
+    }
 }
 
 pub struct Shared {
@@ -313,6 +365,17 @@ impl GatewayContext {
 
     pub fn shard_count(&self) -> u16 {
         self.0.shard_count
+    }
+
+    /// Connected clients per transport (`tcp`, `quic`, `http`, `websocket`), each listed.
+    pub fn connections_by_transport(&self) -> [(&'static str, u64); 4] {
+        let mut counts = [("tcp", 0), ("quic", 0), ("http", 0), ("websocket", 0)];
+        for client in self.0.sessions.clients.all() {
+            if let Some(slot) = counts.get_mut((client.transport as usize).wrapping_sub(1)) {
+                slot.1 += 1;
+            }
+        }
+        counts
     }
 
     /// A partition's live counters, once its owner registered it.

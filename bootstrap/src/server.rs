@@ -247,7 +247,7 @@ fn peer_shard(
     let Ok(ShardSetup { shared, factory, host_stats }) = setup.recv() else { return Ok(()) };
     shard_runtime()?.block_on(async move {
         let parts = ShardParts {
-            storage: UringStorage,
+            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()),
             clock: SystemClock::default(),
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,
@@ -308,7 +308,7 @@ impl Shard0 {
             cluster_nodes: self.config.cluster.nodes(),
         };
         let clock = SystemClock::default();
-        let recovered = recover(&UringStorage, &system_config, clock.now_us(), rand::random())
+        let recovered = recover(&UringStorage::default(), &system_config, clock.now_us(), rand::random())
             .await
             .context("opening the data directory")?;
         if recovered.root_created && self.root.generated {
@@ -333,7 +333,7 @@ impl Shard0 {
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
         let pending = recovered.pending;
         let parts = ShardParts {
-            storage: UringStorage,
+            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()),
             clock,
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,

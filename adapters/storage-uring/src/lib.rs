@@ -5,20 +5,33 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
+use rill_application::latency::Histogram;
 use rill_application::memory_pool::PoolSlice;
 use rill_application::ports::{Space, Storage, StorageFile};
 
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UringStorage;
+/// With a histogram, every file fsync's duration is recorded in it (the server's
+/// `rill_fsync_duration_seconds`).
+#[derive(Debug, Clone, Default)]
+pub struct UringStorage {
+    fsync_latency: Option<Arc<Histogram>>,
+}
+
+impl UringStorage {
+    pub fn timing_fsyncs(histogram: Arc<Histogram>) -> Self {
+        Self { fsync_latency: Some(histogram) }
+    }
+}
 
 #[derive(Debug)]
 pub struct UringFile {
     file: File,
+    fsync_latency: Option<Arc<Histogram>>,
 }
 
 impl StorageFile for UringFile {
@@ -58,7 +71,12 @@ impl StorageFile for UringFile {
     }
 
     async fn sync(&self) -> io::Result<()> {
-        self.file.sync_data().await
+        let started = std::time::Instant::now();
+        let synced = self.file.sync_data().await;
+        if let Some(histogram) = &self.fsync_latency {
+            histogram.record(started.elapsed().as_micros() as u64);
+        }
+        synced
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
@@ -71,7 +89,7 @@ impl Storage for UringStorage {
 
     async fn open(&self, path: &Path) -> io::Result<UringFile> {
         let file = OpenOptions::new().read(true).write(true).create(true).open(path).await?;
-        Ok(UringFile { file })
+        Ok(UringFile { file, fsync_latency: self.fsync_latency.clone() })
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {

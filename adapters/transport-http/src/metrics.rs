@@ -1,5 +1,6 @@
 //! Prometheus text and the stats document: resource counts, per-partition message and
-//! byte counters, connected clients, the memory pool's use, the data path's integrity,
+//! byte counters and rates, consumer offsets and lag, connections per transport, errors by
+//! code, connected clients, the memory pool's use, the data path's integrity,
 //! retention, scrubbing, write-failure and disk-space figures, and request latency
 //! histograms.
 
@@ -8,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rill_application::GatewayContext;
 use rill_application::latency::BUCKET_BOUNDS_US;
+use rill_application::partition::ConsumerKey;
 use rill_domain::Namespace;
 use rill_domain::metadata::Metadata;
 
@@ -44,7 +46,15 @@ struct PartitionLine {
     messages: u64,
     size_bytes: u64,
     first_offset: u64,
+    current_offset: u64,
+    segments: u64,
     read_only: bool,
+    appended_messages: u64,
+    appended_bytes: u64,
+    polled_messages: u64,
+    polled_bytes: u64,
+    /// Stored consumer and group offsets.
+    offsets: Vec<(ConsumerKey, u64)>,
 }
 
 fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<PartitionLine>) {
@@ -88,7 +98,14 @@ fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<Partiti
                     messages: usage.messages_count,
                     size_bytes: usage.size_bytes,
                     first_offset: counters.first_offset(),
+                    current_offset: counters.current_offset(),
+                    segments: counters.segments_count() as u64,
                     read_only: counters.read_only(),
+                    appended_messages: counters.appended_messages.load(Relaxed),
+                    appended_bytes: counters.appended_bytes.load(Relaxed),
+                    polled_messages: counters.polled_messages.load(Relaxed),
+                    polled_bytes: counters.polled_bytes.load(Relaxed),
+                    offsets: counters.stored_offsets(),
                 });
             }
         }
@@ -141,12 +158,99 @@ pub fn render(metadata: &Metadata, context: &GatewayContext) -> String {
         }
     };
     per_partition("partition_first_offset", "Lowest offset still stored per partition.", &|l| l.first_offset);
+    per_partition("partition_current_offset", "Newest offset per partition.", &|l| l.current_offset);
+    per_partition("partition_segments", "Segments per partition.", &|l| l.segments);
     per_partition("partition_read_only", "1 while a partition refuses sends because its last write failed.", &|l| {
         l.read_only as u64
     });
+    let mut per_partition_counter = |name: &str, help: &str, value: &dyn Fn(&PartitionLine) -> u64| {
+        let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} counter");
+        for line in &partitions {
+            let _ = writeln!(out, "rill_{name}{{{}}} {}", line.labels, value(line));
+        }
+    };
+    per_partition_counter("partition_appended_messages_total", "Messages appended since start.", &|l| {
+        l.appended_messages
+    });
+    per_partition_counter("partition_appended_bytes_total", "Bytes appended since start.", &|l| l.appended_bytes);
+    per_partition_counter("partition_polled_messages_total", "Messages served by polls since start.", &|l| {
+        l.polled_messages
+    });
+    per_partition_counter("partition_polled_bytes_total", "Bytes served by polls since start.", &|l| l.polled_bytes);
+    render_iggy_names(&mut out, metadata, context, &stats);
+    render_consumers(&mut out, &partitions);
     render_data(&mut out, context, &stats);
+    render_connections(&mut out, context);
+    render_fsync(&mut out, context);
     render_latency(&mut out, context);
     out
+}
+
+/// The same counts under Iggy's own metric names, so dashboards made for Iggy keep working.
+fn render_iggy_names(out: &mut String, metadata: &Metadata, context: &GatewayContext, stats: &Stats) {
+    let http_requests: u64 = context
+        .telemetry()
+        .latency
+        .snapshot()
+        .iter()
+        .filter(|(transport, _, _)| *transport == "http")
+        .map(|(_, _, histogram)| histogram.cumulative.last().copied().unwrap_or(0))
+        .sum();
+    let values = [
+        ("streams", "gauge", "total count of streams", stats.streams_count),
+        ("topics", "gauge", "total count of topics", stats.topics_count),
+        ("partitions", "gauge", "total count of partitions", stats.partitions_count),
+        ("segments", "gauge", "total count of segments", stats.segments_count),
+        ("messages", "gauge", "total count of messages", stats.messages_count),
+        ("users", "gauge", "total count of users", metadata.users().count() as u64),
+        ("clients", "gauge", "total count of clients", stats.clients_count),
+        ("http_requests_total", "counter", "total count of http_requests", http_requests),
+    ];
+    for (name, kind, help, value) in values {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+    }
+}
+
+/// `rill_consumer_offset` and `rill_consumer_lag` per consumer (or group) and partition:
+/// lag is the partition's newest offset minus the stored one (0 once caught up).
+fn render_consumers(out: &mut String, partitions: &[PartitionLine]) {
+    let series = |key: &ConsumerKey| match key {
+        ConsumerKey::Consumer(id) => format!("kind=\"consumer\",consumer=\"{id}\""),
+        ConsumerKey::Group(id) => format!("kind=\"group\",consumer=\"{id}\""),
+    };
+    let _ = writeln!(out, "# HELP rill_consumer_offset Stored offset per consumer or group and partition.");
+    let _ = writeln!(out, "# TYPE rill_consumer_offset gauge");
+    for line in partitions {
+        for (key, offset) in &line.offsets {
+            let _ = writeln!(out, "rill_consumer_offset{{{},{}}} {offset}", line.labels, series(key));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rill_consumer_lag Newest offset minus the stored offset, per consumer or group and partition."
+    );
+    let _ = writeln!(out, "# TYPE rill_consumer_lag gauge");
+    for line in partitions {
+        for (key, offset) in &line.offsets {
+            let lag = line.current_offset.saturating_sub(*offset);
+            let _ = writeln!(out, "rill_consumer_lag{{{},{}}} {lag}", line.labels, series(key));
+        }
+    }
+}
+
+/// Connections per transport and binary-protocol error replies per status code.
+fn render_connections(out: &mut String, context: &GatewayContext) {
+    let _ = writeln!(out, "# HELP rill_connections Connected clients per transport.\n# TYPE rill_connections gauge");
+    for (transport, count) in context.connections_by_transport() {
+        let _ = writeln!(out, "rill_connections{{transport=\"{transport}\"}} {count}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rill_request_errors_total Binary-protocol replies carrying an error, by status code.\n# TYPE rill_request_errors_total counter"
+    );
+    for (code, count) in context.telemetry().errors.snapshot() {
+        let _ = writeln!(out, "rill_request_errors_total{{code=\"{code}\"}} {count}");
+    }
 }
 
 /// The data path's counters: damage found, scrubbing, retention, write failures, dedup and
@@ -196,6 +300,23 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");
     }
+}
+
+/// `rill_fsync_duration_seconds`: every file fsync of the data path.
+fn render_fsync(out: &mut String, context: &GatewayContext) {
+    let _ = writeln!(
+        out,
+        "# HELP rill_fsync_duration_seconds Time a file fsync takes (segments, indexes, offsets).\n\
+         # TYPE rill_fsync_duration_seconds histogram"
+    );
+    let histogram = context.telemetry().fsync_latency.snapshot();
+    for (bound_us, count) in BUCKET_BOUNDS_US.iter().zip(&histogram.cumulative) {
+        let _ = writeln!(out, "rill_fsync_duration_seconds_bucket{{le=\"{}\"}} {count}", *bound_us as f64 / 1e6);
+    }
+    let total = histogram.cumulative.last().copied().unwrap_or(0);
+    let _ = writeln!(out, "rill_fsync_duration_seconds_bucket{{le=\"+Inf\"}} {total}");
+    let _ = writeln!(out, "rill_fsync_duration_seconds_sum {}", histogram.sum_us as f64 / 1e6);
+    let _ = writeln!(out, "rill_fsync_duration_seconds_count {total}");
 }
 
 /// `rill_request_duration_seconds`: one histogram per binary command and per HTTP route.

@@ -71,6 +71,11 @@ impl<F: StorageFile> ConsumerOffsets<F> {
         Ok(offsets)
     }
 
+    /// Every stored offset, consumers then groups, by id.
+    pub fn all(&self) -> Vec<(ConsumerKey, u64)> {
+        self.stored.iter().map(|(key, offset)| (*key, *offset)).collect()
+    }
+
     pub fn get(&self, key: ConsumerKey) -> Option<u64> {
         self.stored.get(&key).copied()
     }

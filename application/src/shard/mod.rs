@@ -227,6 +227,11 @@ impl<S: Storage> Partition<S> {
             read_only: log.write_failure().is_some(),
         });
     }
+
+    /// Republishes the stored offsets, after an operation that may have changed them.
+    fn publish_offsets(&self, log: &PartitionLog<S>) {
+        self.stats.set_stored_offsets(log.offsets.all());
+    }
 }
 
 /// The ports and shared state a shard is built from.

@@ -52,7 +52,10 @@ impl<E: Env> Shard<E> {
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition =
             Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
-        partition.refresh(&partition.log.try_lock().expect("a new partition is unlocked"));
+        let opened = partition.log.try_lock().expect("a new partition is unlocked");
+        partition.refresh(&opened);
+        partition.publish_offsets(&opened);
+        drop(opened);
         self.partitions.borrow_mut().insert(namespace, partition);
         self.shared.partitions.insert(namespace, stats);
         Ok(())
@@ -87,8 +90,13 @@ impl<E: Env> Shard<E> {
         if partition.closed.get() {
             return Err(ErrorCode::PartitionNotFound);
         }
+        let offsets_change =
+            matches!(op, PartitionOp::StoreOffset { .. } | PartitionOp::DeleteOffset { .. } | PartitionOp::Purge);
         let reply = self.execute_locked(namespace, &mut log, op).await;
         partition.refresh(&log);
+        if offsets_change {
+            partition.publish_offsets(&log);
+        }
         reply.map(Reply::Body)
     }
 
@@ -113,6 +121,7 @@ impl<E: Env> Shard<E> {
         match op {
             PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } => {
                 let appended = self.append(namespace, log, batch).await?;
+                self.shared.partitions.count_appended(namespace, appended.stored as u64, appended.bytes);
                 let mut out = Vec::new();
                 response::send_confirmation(&mut out, stream_id, topic_id, partition_id, appended.base_offset);
                 Ok(out)
@@ -208,10 +217,14 @@ impl<E: Env> Shard<E> {
             if auto_commit && polled.messages > 0 {
                 let fsync = log.settings.consumer_offset_fsync;
                 let last = start.unwrap_or(0).max(log.first_offset()) + polled.messages as u64 - 1;
-                log.offsets.store(&self.storage, key, last, fsync).await.map_err(io_failure("auto-commit"))?;
+                let stored = log.offsets.store(&self.storage, key, last, fsync).await;
+                partition.publish_offsets(&log);
+                stored.map_err(io_failure("auto-commit"))?;
             }
         }
         let Polled { mut frame, messages, .. } = polled;
+        partition.stats.polled_messages.fetch_add(messages as u64, Ordering::Relaxed);
+        partition.stats.polled_bytes.fetch_add(frame.len().saturating_sub(REPLY_ROOM) as u64, Ordering::Relaxed);
         let mut prefix = Vec::with_capacity(POLL_PREFIX_SIZE);
         response::poll_prefix(&mut prefix, namespace.partition_id(), current_offset, messages);
         frame[HEADER_SIZE..REPLY_ROOM].copy_from_slice(&prefix);
