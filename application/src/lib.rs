@@ -5,6 +5,7 @@
 pub mod authz;
 pub mod credentials;
 pub mod dispatch;
+pub mod encryption;
 pub mod groups;
 pub mod inbox;
 pub mod latency;

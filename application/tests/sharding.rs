@@ -169,3 +169,31 @@ fn a_stored_offset_read_after_a_clean_stop_survives_a_later_power_loss() {
     assert!(reported.is_some());
     assert_eq!(after_power_loss, reported, "a reported offset never goes back");
 }
+
+#[test]
+fn encrypted_messages_are_sealed_on_disk_and_served_plain_on_every_shard() {
+    let storage = SimStorage::new();
+    let clock = rill_adapter_sim::ManualClock::new(1_700_000_000_000_000);
+    let pool = rill_application::memory_pool::MemoryPool::new(512 << 20, 64).expect("pool").leak();
+    let mut sealed = config();
+    sealed.encryption = Some(rill_application::encryption::EncryptionKey([9; 32]));
+    let (shards, _) = start_on(&storage, sealed, &clock, SHARDS, pool, Default::default()).expect("start");
+    let mut client = Client::login(&shards[1]);
+    create_persisted_topic(&mut client, "secrets", 3);
+    for partition in 0..3 {
+        send(&mut client, 0, partition, &[b"top-secret-payload", b"another-secret"]).expect("send");
+        let (count, reply) = poll(&mut client, 0, partition);
+        assert_eq!(count, 2);
+        let served = common::messages(&reply[16..]);
+        assert_eq!(served[0].1, "top-secret-payload", "served in clear");
+        assert_eq!(served[1].1, "another-secret");
+    }
+    block_on(shards[0].flush_all()).expect("flush");
+    let logs: Vec<_> = storage.paths().into_iter().filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+    assert_eq!(logs.len(), 3);
+    for path in logs {
+        let bytes = storage.contents(&path).unwrap();
+        assert!(bytes.len() > 256, "{} holds the batch", path.display());
+        assert!(!bytes.windows(6).any(|w| w == b"secret"), "{} holds plain text", path.display());
+    }
+}

@@ -108,6 +108,8 @@ pub struct Config {
     pub unknown_keys: Vec<String>,
     /// systemd's notify socket and watchdog, from the environment.
     pub systemd: crate::systemd::Notifier,
+    /// `[system.encryption]`: the key messages are sealed with, when enabled.
+    pub encryption: Option<rill_application::encryption::EncryptionKey>,
 }
 
 /// Flattens a TOML table into `a.b.c -> value` leaves.
@@ -222,6 +224,10 @@ fn redacted(merged: &Value) -> Value {
         .map(str::to_owned);
     if secret.is_some_and(|s| !s.is_empty()) {
         set_path(&mut copy, "http.jwt.encoding_secret", Value::String("<redacted>".into()));
+    }
+    let key = copy.get("system").and_then(|s| s.get("encryption")).and_then(|e| e.get("key")).and_then(Value::as_str);
+    if key.is_some_and(|k| !k.is_empty()) {
+        set_path(&mut copy, "system.encryption.key", Value::String("<redacted>".into()));
     }
     copy
 }
@@ -360,6 +366,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         effective: toml::to_string(&redacted(merged)).context("serialising the effective config")?,
         unknown_keys,
         systemd: Default::default(),
+        encryption: encryption_key(flag("system.encryption.enabled"), &text("system.encryption.key"))?,
     })
 }
 
@@ -427,6 +434,25 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         bail!("invalid value for `system.path`: `` (expected a directory path)");
     }
     Ok(())
+}
+
+/// `[system.encryption]`: with `enabled`, `key` must be base64 of exactly 32 bytes.
+fn encryption_key(enabled: bool, key: &str) -> anyhow::Result<Option<rill_application::encryption::EncryptionKey>> {
+    use base64::Engine;
+    if !enabled {
+        return Ok(None);
+    }
+    let expected = "(expected a base64-encoded 256-bit key: `head -c 32 /dev/urandom | base64`)";
+    if key.trim().is_empty() {
+        bail!("`system.encryption.enabled = true` needs `system.encryption.key` {expected}");
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(key.trim())
+        .map_err(|_| anyhow::anyhow!("invalid value for `system.encryption.key`: not base64 {expected}"))?;
+    let key: [u8; 32] = bytes.try_into().map_err(|bytes: Vec<u8>| {
+        anyhow::anyhow!("invalid value for `system.encryption.key`: {} bytes {expected}", bytes.len())
+    })?;
+    Ok(Some(rill_application::encryption::EncryptionKey(key)))
 }
 
 /// `[system.logging]`'s file settings.

@@ -26,7 +26,6 @@ const UNHONOURED: &[(&str, &str, &str)] = &[
     ),
     ("cluster.tls.enabled", "false", "TLS on the replica plane is not built yet"),
     ("http.jwt.algorithm", "HS256", "Rill signs and checks HTTP tokens with HS256 only"),
-    ("system.encryption.enabled", "false", "encryption at rest is not built yet"),
 ];
 
 /// Iggy keys whose given value is what Rill does anyway (its fixed directory layout, its
@@ -41,7 +40,6 @@ const MATCHING: &[(&str, &str)] = &[
     ("http.jwt.algorithm", "HS256"),
     ("cluster.auth.enabled", "false"),
     ("cluster.tls.enabled", "false"),
-    ("system.encryption.enabled", "false"),
     ("telemetry.enabled", "false"),
 ];
 

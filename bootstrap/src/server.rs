@@ -75,6 +75,44 @@ fn plan_shards(config: &Config) -> anyhow::Result<Vec<Option<usize>>> {
     Ok(cores.into_iter().map(|core| config.pin_threads.then_some(core)).collect())
 }
 
+/// The data directory remembers a check of the encryption key it was written with
+/// (`metadata/encryption_key_check`): a start with another key, or without encryption, on
+/// encrypted data would serve garbage or sealed bytes, so it is refused.
+fn check_encryption_key(
+    data_path: &std::path::Path,
+    key: Option<&rill_application::encryption::EncryptionKey>,
+) -> anyhow::Result<()> {
+    let path = data_path.join("metadata").join("encryption_key_check");
+    let existing = match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    match (key, existing) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => bail!(
+            "the data directory {} holds encrypted messages: set `system.encryption.enabled = true` with the key they were written with",
+            data_path.display()
+        ),
+        (Some(key), Some(check)) if rill_application::encryption::key_matches(key, &check) => Ok(()),
+        (Some(_), Some(_)) => bail!(
+            "`system.encryption.key` is not the key the data in {} was encrypted with; start with that key (nothing was read or changed)",
+            data_path.display()
+        ),
+        (Some(key), None) => {
+            let check = rill_application::encryption::key_check(key);
+            let temporary = path.with_extension("tmp");
+            std::fs::write(&temporary, &check)
+                .and_then(|()| std::fs::File::open(&temporary)?.sync_all())
+                .and_then(|()| std::fs::rename(&temporary, &path))
+                .and_then(|()| std::fs::File::open(path.parent().expect("under metadata/"))?.sync_all())
+                .with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!(path = %path.display(), "encryption at rest is on: messages are sealed with AES-256-GCM");
+            Ok(())
+        }
+    }
+}
+
 /// Each shard's event loop: 4096 queue entries, 128 events per loop turn, cooperative
 /// task running so completions are reaped only when the loop asks.
 fn shard_runtime() -> std::io::Result<compio::runtime::Runtime> {
@@ -93,6 +131,7 @@ pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", data_path.join(dir).display()))?;
     }
     std::fs::write(data_path.join("runtime").join("current_config.toml"), &config.effective)?;
+    check_encryption_key(&data_path, config.encryption.as_ref())?;
     let (buses, inboxes) = rill_adapter_bus_crossfire::bus(shard_count, config.inbox_capacity);
     let (setup_tx, setup_rx): (Vec<_>, Vec<_>) = (1..shard_count).map(|_| mpsc::channel::<ShardSetup>()).unzip();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -306,6 +345,7 @@ impl Shard0 {
             data: self.config.data,
             membership: self.config.cluster.membership(),
             cluster_nodes: self.config.cluster.nodes(),
+            encryption: self.config.encryption,
         };
         let clock = SystemClock::default();
         let recovered = recover(&UringStorage::default(), &system_config, clock.now_us(), rand::random())

@@ -82,6 +82,52 @@ pub fn frames(batch: &[u8]) -> impl Iterator<Item = Frame> + '_ {
     })
 }
 
+/// One frame's fields, borrowed from its batch.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameParts<'a> {
+    /// The 48-byte message header.
+    pub header: &'a [u8],
+    pub payload: &'a [u8],
+    pub user_headers: &'a [u8],
+    /// The header's reserved field: 0 from producers; the server may mark its own forms.
+    pub reserved: u64,
+}
+
+impl<'a> FrameParts<'a> {
+    /// The message id's 16 bytes.
+    pub fn id_bytes(&self) -> &'a [u8] {
+        &self.header[8..24]
+    }
+}
+
+/// The fields of a frame of a batch whose layout was validated.
+pub fn frame_parts<'a>(batch: &'a [u8], frame: &Frame) -> FrameParts<'a> {
+    let header = &batch[frame.start..frame.start + MESSAGE_HEADER_SIZE];
+    let headers_len = read_u32(header, 32) as usize;
+    let payload_end = frame.end - headers_len;
+    FrameParts {
+        header,
+        payload: &batch[frame.start + MESSAGE_HEADER_SIZE..payload_end],
+        user_headers: &batch[payload_end..frame.end],
+        reserved: read_u64(header, 40),
+    }
+}
+
+/// Appends a frame to `out`: `header`'s id, offset delta and timestamp delta, the given
+/// payload, user headers and reserved field, and a fresh message checksum.
+pub fn push_frame(out: &mut Vec<u8>, header: &[u8], payload: &[u8], user_headers: &[u8], reserved: u64) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&header[8..32]);
+    out.extend_from_slice(&(user_headers.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&reserved.to_le_bytes());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(user_headers);
+    let checksum = xxh3_64(&out[start + 8..]);
+    out[start..start + 8].copy_from_slice(&checksum.to_le_bytes());
+}
+
 /// XXH3-64 over the six header fields, then each frame's checksum, in order.
 pub fn compute_checksum(batch: &[u8]) -> u64 {
     let mut hasher = Xxh3::new();

@@ -31,6 +31,10 @@ pub enum ErrorCode {
     TransientNotCommitted = 57,
     /// This node cannot accept the op now (not the primary, or a view change); retry.
     TransientNotAccepted = 58,
+    InvalidEncryptionKey = 70,
+    CannotEncryptData = 71,
+    /// A stored message does not open with the configured key (or was tampered with).
+    CannotDecryptData = 72,
     ClientNotFound = 100,
     StreamIdNotFound = 1009,
     StreamNameNotFound = 1010,

@@ -171,6 +171,11 @@ impl SimStorage {
         self.disk.borrow().files.get(path).map(|s| s.written.len())
     }
 
+    /// A file's bytes as written (synced or not).
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        self.disk.borrow().files.get(path).map(|s| s.written.clone())
+    }
+
     pub fn paths(&self) -> Vec<PathBuf> {
         self.disk.borrow().files.keys().cloned().collect()
     }

@@ -52,6 +52,8 @@ pub struct ServerConfig {
     pub membership: Membership,
     /// Each roster node's client address and ports, by replica id (empty on one node).
     pub cluster_nodes: Vec<(String, NodePorts)>,
+    /// `[system.encryption]`: messages are sealed at rest with this key.
+    pub encryption: Option<crate::encryption::EncryptionKey>,
 }
 
 /// Limits of logins, sessions, tokens and consumer groups.
@@ -262,10 +264,13 @@ pub struct Shard<E: Env> {
     partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
+    /// Seals messages before they are stored and opens them in polls (encryption at rest).
+    encryptor: Option<crate::encryption::Encryptor>,
 }
 
 impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
+        let encryptor = parts.shared.config.encryption.as_ref().map(crate::encryption::Encryptor::new);
         Self {
             shard_id: parts.bus.shard_id(),
             storage: parts.storage,
@@ -277,6 +282,7 @@ impl<E: Env> Shard<E> {
             diagnostics: parts.diagnostics,
             host_metrics: parts.host_metrics,
             writer: parts.writer,
+            encryptor,
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),
         }

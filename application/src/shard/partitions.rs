@@ -223,6 +223,13 @@ impl<E: Env> Shard<E> {
             }
         }
         let Polled { mut frame, messages, .. } = polled;
+        if let Some(encryptor) = &self.encryptor {
+            // Sealed messages open into a reply of their own: the plain bytes are shorter.
+            let mut opened = Vec::with_capacity(frame.len());
+            opened.extend_from_slice(&frame[..REPLY_ROOM]);
+            encryptor.open_records(&frame[REPLY_ROOM..], &mut opened)?;
+            frame = crate::memory_pool::PoolSlice::plain(opened);
+        }
         partition.stats.polled_messages.fetch_add(messages as u64, Ordering::Relaxed);
         partition.stats.polled_bytes.fetch_add(frame.len().saturating_sub(REPLY_ROOM) as u64, Ordering::Relaxed);
         let mut prefix = Vec::with_capacity(POLL_PREFIX_SIZE);
@@ -250,6 +257,15 @@ impl<E: Env> Shard<E> {
             data.sends_refused.fetch_add(1, Ordering::Relaxed);
             return Err(ErrorCode::CannotAppendMessage);
         }
+        let batch = match &self.encryptor {
+            Some(encryptor) => {
+                let count = rill_domain::batch::BatchHeader::read(&batch).message_count as usize;
+                let mut sealed = Vec::with_capacity(batch.len() + count * crate::encryption::SEAL_OVERHEAD);
+                encryptor.seal_batch(&batch, &mut sealed)?;
+                crate::memory_pool::PoolSlice::plain(sealed)
+            }
+            None => batch,
+        };
         let was_read_only = log.write_failure().is_some();
         let result = log.append(&self.storage, batch, self.now_us()).await;
         self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());

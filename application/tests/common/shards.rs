@@ -51,6 +51,7 @@ pub fn config() -> ServerConfig {
         data: Default::default(),
         membership: Default::default(),
         cluster_nodes: Vec::new(),
+        encryption: None,
     }
 }
 

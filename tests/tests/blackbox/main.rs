@@ -9,6 +9,7 @@ mod consumer_groups;
 mod crash_loop;
 mod dedup;
 mod disk_full;
+mod encryption;
 mod high_level;
 mod hostile;
 mod http_api;
