@@ -137,7 +137,33 @@ impl<E: Env> Shard<E> {
         let started_us = self.monotonic_us();
         let header_bytes: &[u8; HEADER_SIZE] = frame[..HEADER_SIZE].try_into().expect("a frame holds its header");
         let header = RequestHeader::parse(header_bytes);
+        // Decoding the target twice costs only when tracing is on.
+        let traced = self.shared.telemetry.request_traces.get().map(|sink| {
+            (sink, crate::tracing_target::target(header.operation, header.code, &frame[HEADER_SIZE..]), self.now_us())
+        });
         let outcome = self.serve(connection, &header, frame).await;
+        if let Some((sink, (stream, topic, partition), start_unix_us)) = traced {
+            let status = match &outcome {
+                Outcome::Reply(reply) => {
+                    reply.get(216..220).map_or(0, |s| u32::from_le_bytes(s.try_into().expect("four bytes")))
+                }
+                Outcome::Evict(frame) => 1000 + frame.get(255).copied().unwrap_or(0) as u32,
+            };
+            let command = rill_domain::wire::codes::command_name(header.operation, header.code);
+            let duration_us = self.monotonic_us().saturating_sub(started_us);
+            let trace = crate::shared::RequestTrace {
+                command,
+                stream,
+                topic,
+                partition,
+                status,
+                start_unix_us,
+                duration_us,
+                shard: self.shard_id(),
+            };
+            // Never waits: a full exporter queue drops the span, not the request.
+            let _ = sink.try_send(trace);
+        }
         if let Outcome::Reply(reply) = &outcome
             && let Some(status) = reply.get(216..220)
             && status != [0; 4]

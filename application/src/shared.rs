@@ -268,6 +268,23 @@ pub struct Telemetry {
     pub errors: ErrorCounts,
     /// How long file fsyncs take (recorded by the storage adapter).
     pub fsync_latency: Arc<crate::latency::Histogram>,
+    /// Where each binary request's trace goes when OpenTelemetry is on (set once at start;
+    /// unset, requests are not traced and nothing is spent on it).
+    pub request_traces: std::sync::OnceLock<std::sync::mpsc::SyncSender<RequestTrace>>,
+}
+
+/// One served binary request, for an OpenTelemetry span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTrace {
+    pub command: &'static str,
+    pub stream: Option<String>,
+    pub topic: Option<String>,
+    pub partition: Option<u32>,
+    /// The reply's status (0: success); an eviction is reported as its reason plus 1000.
+    pub status: u32,
+    pub start_unix_us: u64,
+    pub duration_us: u64,
+    pub shard: u16,
 }
 
 /// Error replies by status code. Taken only on error paths, so one lock is enough.

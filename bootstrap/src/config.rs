@@ -110,6 +110,8 @@ pub struct Config {
     pub systemd: crate::systemd::Notifier,
     /// `[system.encryption]`: the key messages are sealed with, when enabled.
     pub encryption: Option<rill_application::encryption::EncryptionKey>,
+    /// `[telemetry]`: where OTLP spans and logs go, when enabled.
+    pub telemetry: Option<crate::otlp::TelemetryConfig>,
 }
 
 /// Flattens a TOML table into `a.b.c -> value` leaves.
@@ -367,6 +369,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         unknown_keys,
         systemd: Default::default(),
         encryption: encryption_key(flag("system.encryption.enabled"), &text("system.encryption.key"))?,
+        telemetry: telemetry(&leaves)?,
     })
 }
 
@@ -434,6 +437,29 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         bail!("invalid value for `system.path`: `` (expected a directory path)");
     }
     Ok(())
+}
+
+/// `[telemetry]`: with `enabled`, both signals over the "http" transport to http:// URLs.
+fn telemetry(leaves: &BTreeMap<String, Value>) -> anyhow::Result<Option<crate::otlp::TelemetryConfig>> {
+    let text = |key: &str| leaves[key].as_str().expect("types were checked against the defaults").to_owned();
+    if !leaves["telemetry.enabled"].as_bool().expect("types were checked against the defaults") {
+        return Ok(None);
+    }
+    let endpoint = |signal: &str| -> anyhow::Result<crate::otlp::Endpoint> {
+        let transport = text(&format!("telemetry.{signal}.transport"));
+        if transport != "http" {
+            bail!(
+                "invalid value for `telemetry.{signal}.transport`: `{transport}` (Rill exports OTLP over \"http\" only)"
+            );
+        }
+        crate::otlp::Endpoint::parse(&text(&format!("telemetry.{signal}.endpoint")))
+            .map_err(|error| anyhow::anyhow!("invalid value for `telemetry.{signal}.endpoint`: {error}"))
+    };
+    Ok(Some(crate::otlp::TelemetryConfig {
+        service_name: text("telemetry.service_name"),
+        traces_endpoint: endpoint("traces")?,
+        logs_endpoint: endpoint("logs")?,
+    }))
 }
 
 /// `[system.encryption]`: with `enabled`, `key` must be base64 of exactly 32 bytes.

@@ -40,7 +40,6 @@ const MATCHING: &[(&str, &str)] = &[
     ("http.jwt.algorithm", "HS256"),
     ("cluster.auth.enabled", "false"),
     ("cluster.tls.enabled", "false"),
-    ("telemetry.enabled", "false"),
 ];
 
 /// The environment variable of a config key: `IGGY_` + the upper-case path joined by `_`.

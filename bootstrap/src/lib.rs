@@ -8,6 +8,7 @@ pub mod config_iggy;
 pub mod dotenv;
 pub mod host;
 pub mod logfile;
+pub mod otlp;
 pub mod page_alloc;
 pub mod server;
 pub mod systemd;

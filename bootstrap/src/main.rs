@@ -49,7 +49,12 @@ fn read_dotenv(env: &mut BTreeMap<String, String>) -> Result<Option<(std::path::
 /// Logs go to stderr and, unless `file_enabled = false`, to the rotating `rill.log` (see
 /// `logfile`). A log file that cannot be opened is reported and skipped: logging must not
 /// stop the server from starting.
-fn init_logging(level: &str, rust_log: Option<&str>, file: Option<rill_bootstrap::logfile::LogSettings>) {
+fn init_logging(
+    level: &str,
+    rust_log: Option<&str>,
+    file: Option<rill_bootstrap::logfile::LogSettings>,
+    otlp: Option<rill_bootstrap::otlp::LogLayer>,
+) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     // `RUST_LOG`, from the environment or the .env file, wins over `system.logging.level`.
@@ -73,7 +78,7 @@ fn init_logging(level: &str, rust_log: Option<&str>, file: Option<rill_bootstrap
             }
         }
     });
-    tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).init();
+    tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).with(otlp).init();
 }
 
 fn main() -> ExitCode {
@@ -113,7 +118,15 @@ fn main() -> ExitCode {
     if flags.fresh {
         let _ = std::fs::remove_dir_all(&config.system_path);
     }
-    init_logging(&config.log_level, env.get("RUST_LOG").map(String::as_str), config.log_file.clone());
+    let exporter = match config.telemetry.clone().map(rill_bootstrap::otlp::start).transpose() {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("rill-server: cannot start the OpenTelemetry exporter: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let otlp_logs = exporter.as_ref().map(|e| rill_bootstrap::otlp::LogLayer { sender: e.logs.clone() });
+    init_logging(&config.log_level, env.get("RUST_LOG").map(String::as_str), config.log_file.clone(), otlp_logs);
     if let Some((path, added)) = dotenv {
         tracing::info!(path = %path.display(), variables = added, "read environment variables from a .env file");
     }
@@ -128,7 +141,7 @@ fn main() -> ExitCode {
         env.get("IGGY_ROOT_PASSWORD").cloned(),
         flags.default_credentials,
     );
-    match server::run(config, root) {
+    match server::run(config, root, exporter.map(|e| e.traces)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("rill-server: {error:#}");

@@ -122,7 +122,11 @@ fn shard_runtime() -> std::io::Result<compio::runtime::Runtime> {
 }
 
 /// Runs the server until SIGINT or SIGTERM; returns once every shard has flushed and ended.
-pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
+pub fn run(
+    config: Config,
+    root: RootSeed,
+    traces: Option<std::sync::mpsc::SyncSender<rill_application::shared::RequestTrace>>,
+) -> anyhow::Result<()> {
     let cores = plan_shards(&config)?;
     let shard_count = cores.len() as u16;
     let data_path = PathBuf::from(&config.system_path);
@@ -158,6 +162,7 @@ pub fn run(config: Config, root: RootSeed) -> anyhow::Result<()> {
         inbox: inbox0,
         setup: setup_tx,
         ready: ready_rx,
+        traces,
     };
     let result = std::thread::Builder::new().name("rill-shard-0".into()).spawn(move || shard0.run())?.join();
     // A failed start leaves peer shards waiting on their inboxes: return at once, and the
@@ -322,6 +327,8 @@ struct Shard0 {
     inbox: Inbox,
     setup: Vec<mpsc::Sender<ShardSetup>>,
     ready: mpsc::Receiver<Result<(), String>>,
+    /// The OpenTelemetry exporter's span queue, when `[telemetry]` is on.
+    traces: Option<mpsc::SyncSender<rill_application::shared::RequestTrace>>,
 }
 
 impl Shard0 {
@@ -362,6 +369,9 @@ impl Shard0 {
         let mut shared =
             Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?.leak());
         shared.clean_start = recovered.clean_shutdown;
+        if let Some(traces) = self.traces.clone() {
+            let _ = shared.telemetry.request_traces.set(traces);
+        }
         let shared = Arc::new(shared);
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
         let host_stats = HostStats::start(&self.config.system_path).context("starting the host metrics sampler")?;

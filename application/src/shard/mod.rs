@@ -517,7 +517,7 @@ impl<E: Env> Shard<E> {
         self.shared.replica.commit()
     }
 
-    fn now_us(&self) -> u64 {
+    pub(crate) fn now_us(&self) -> u64 {
         self.clock.now_us()
     }
 

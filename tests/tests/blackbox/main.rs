@@ -28,6 +28,7 @@ mod sharding;
 mod streams_topics;
 mod system;
 mod systemd;
+mod telemetry;
 mod tokens;
 mod transport_bad_input;
 mod users;
