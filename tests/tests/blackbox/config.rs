@@ -182,3 +182,24 @@ async fn the_log_file_rotates_by_size_and_keeps_under_its_total_cap() -> anyhow:
     assert!(total <= 4096 + 512, "log files past max_total_size: {total} bytes, {files:?}");
     Ok(())
 }
+
+#[tokio::test]
+async fn rust_log_wins_over_the_configured_level_from_the_environment_or_a_dotenv_file() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let dotenv = dir.path().join("rill.env");
+    std::fs::write(&dotenv, "RUST_LOG=warn\n")?;
+    let from_env = [("RUST_LOG", "warn"), ("IGGY_SYSTEM_LOGGING_LEVEL", "info"), ("IGGY_BOGUS_SETTING", "1")];
+    let from_file = [
+        ("IGGY_ENV_PATH", dotenv.to_str().unwrap()),
+        ("IGGY_SYSTEM_LOGGING_LEVEL", "info"),
+        ("IGGY_BOGUS_SETTING", "1"),
+    ];
+    for env in [&from_env[..], &from_file[..]] {
+        let server = TestServer::start_with_env(env)?;
+        connect_root(&server.tcp_address()).await?.ping().await?;
+        let logs = server.logs();
+        assert!(logs.contains("unknown configuration key"), "the WARN line passes the filter:\n{logs}");
+        assert!(!logs.contains("rill-server is listening"), "INFO lines are filtered out:\n{logs}");
+    }
+    Ok(())
+}
