@@ -181,14 +181,6 @@ impl PartitionTable {
         self.partitions.pin().get(&namespace).cloned()
     }
 
-    /// Counts an append on the partition's counters (no reference taken: the send path).
-    pub fn count_appended(&self, namespace: Namespace, messages: u64, bytes: u64) {
-        if let Some(stats) = self.partitions.pin().get(&namespace) {
-            stats.appended_messages.fetch_add(messages, Ordering::Relaxed);
-            stats.appended_bytes.fetch_add(bytes, Ordering::Relaxed);
-        }
-    }
-
     pub fn insert(&self, namespace: Namespace, stats: Arc<PartitionStats>) {
         self.partitions.pin().insert(namespace, stats);
     }

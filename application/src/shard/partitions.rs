@@ -92,7 +92,7 @@ impl<E: Env> Shard<E> {
         }
         let offsets_change =
             matches!(op, PartitionOp::StoreOffset { .. } | PartitionOp::DeleteOffset { .. } | PartitionOp::Purge);
-        let reply = self.execute_locked(namespace, &mut log, op).await;
+        let reply = self.execute_locked(namespace, &mut log, op, &partition.stats).await;
         partition.refresh(&log);
         if offsets_change {
             partition.publish_offsets(&log);
@@ -116,12 +116,14 @@ impl<E: Env> Shard<E> {
         namespace: Namespace,
         log: &mut PartitionLog<E::Storage>,
         op: PartitionOp,
+        stats: &PartitionStats,
     ) -> ShardReply {
         let partition_id = namespace.partition_id();
         match op {
             PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } => {
                 let appended = self.append(namespace, log, batch).await?;
-                self.shared.partitions.count_appended(namespace, appended.stored as u64, appended.bytes);
+                stats.appended_messages.fetch_add(appended.stored as u64, Ordering::Relaxed);
+                stats.appended_bytes.fetch_add(appended.bytes, Ordering::Relaxed);
                 let mut out = Vec::new();
                 response::send_confirmation(&mut out, stream_id, topic_id, partition_id, appended.base_offset);
                 Ok(out)
