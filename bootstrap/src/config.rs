@@ -337,9 +337,16 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         metrics_endpoint: flag("http.metrics.enabled").then(|| text("http.metrics.endpoint")),
     };
     if let Some(endpoint) = &http_settings.metrics_endpoint
-        && (!endpoint.starts_with('/') || endpoint.len() < 2 || endpoint.contains(['{', '}', '*', ' ']))
+        && (!endpoint.starts_with('/')
+            || endpoint.len() < 2
+            || endpoint.contains(['{', '}', '*', ' ', ':'])
+            || rill_adapter_transport_http::ROUTE_PREFIXES
+                .iter()
+                .any(|taken| endpoint == taken || endpoint.starts_with(&format!("{taken}/"))))
     {
-        bail!("invalid value for `http.metrics.endpoint`: `{endpoint}` (expected a path such as \"/metrics\")");
+        bail!(
+            "invalid value for `http.metrics.endpoint`: `{endpoint}` (expected a path such as \"/metrics\" that no API route uses)"
+        );
     }
     rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
     let cluster = ClusterConfig {
@@ -585,6 +592,18 @@ mod tests {
         let file = "[tcp]\nadress = \"x\"\n[colour]\nname = \"red\"\n";
         let config = load(Some(("c.toml", file)), &env(&[("IGGY_TCP_NODELAY", "1")])).unwrap();
         assert_eq!(config.unknown_keys, vec!["colour.name", "tcp.adress", "IGGY_TCP_NODELAY"]);
+    }
+
+    #[test]
+    fn the_metrics_endpoint_is_a_path_no_api_route_uses() {
+        let config = load(None, &env(&[("IGGY_HTTP_METRICS_ENDPOINT", "/prometheus")])).unwrap();
+        assert_eq!(config.http_settings.metrics_endpoint.as_deref(), Some("/prometheus"));
+        for taken in ["/stats", "/streams/x", "metrics", "/", "/{x}"] {
+            let error = load(None, &env(&[("IGGY_HTTP_METRICS_ENDPOINT", taken)])).unwrap_err().to_string();
+            assert!(error.contains("http.metrics.endpoint"), "{taken}: {error}");
+        }
+        let off = load(None, &env(&[("IGGY_HTTP_METRICS_ENABLED", "false")])).unwrap();
+        assert_eq!(off.http_settings.metrics_endpoint, None);
     }
 
     #[test]

@@ -172,6 +172,19 @@ fn account_routes() -> Router<Arc<HttpState>> {
         .route("/personal-access-tokens/{name}", delete(users::delete_token))
 }
 
+/// The first segments of every API route: `[http.metrics] endpoint` may not take one.
+pub const ROUTE_PREFIXES: &[&str] = &[
+    "/ping",
+    "/stats",
+    "/clients",
+    "/cluster",
+    "/options",
+    "/snapshot",
+    "/streams",
+    "/users",
+    "/personal-access-tokens",
+];
+
 /// The whole route table, with latency recording, the body cap and CORS.
 fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
     let mut app = Router::new().route("/ping", get(ping));
