@@ -142,13 +142,17 @@ impl<E: Env> Shard<E> {
             (sink, crate::tracing_target::target(header.operation, header.code, &frame[HEADER_SIZE..]), self.now_us())
         });
         let outcome = self.serve(connection, &header, frame).await;
+        // The reply's status (an eviction: 1000 + its reason), read once for both uses.
+        let status = match &outcome {
+            Outcome::Reply(reply) => {
+                reply.get(216..220).map_or(0, |s| u32::from_le_bytes(s.try_into().expect("four bytes")))
+            }
+            Outcome::Evict(frame) => 1000 + frame.get(255).copied().unwrap_or(0) as u32,
+        };
+        if matches!(outcome, Outcome::Reply(_)) && status != 0 {
+            self.shared.telemetry.errors.count(status);
+        }
         if let Some((sink, (stream, topic, partition), start_unix_us)) = traced {
-            let status = match &outcome {
-                Outcome::Reply(reply) => {
-                    reply.get(216..220).map_or(0, |s| u32::from_le_bytes(s.try_into().expect("four bytes")))
-                }
-                Outcome::Evict(frame) => 1000 + frame.get(255).copied().unwrap_or(0) as u32,
-            };
             let command = rill_domain::wire::codes::command_name(header.operation, header.code);
             let duration_us = self.monotonic_us().saturating_sub(started_us);
             let trace = crate::shared::RequestTrace {
@@ -163,12 +167,6 @@ impl<E: Env> Shard<E> {
             };
             // Never waits: a full exporter queue drops the span, not the request.
             let _ = sink.try_send(trace);
-        }
-        if let Outcome::Reply(reply) = &outcome
-            && let Some(status) = reply.get(216..220)
-            && status != [0; 4]
-        {
-            self.shared.telemetry.errors.count(u32::from_le_bytes(status.try_into().expect("four bytes")));
         }
         let command = rill_domain::wire::codes::command_name(header.operation, header.code);
         self.shared.telemetry.latency.record_binary(command, self.monotonic_us().saturating_sub(started_us));

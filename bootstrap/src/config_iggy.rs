@@ -28,8 +28,9 @@ const UNHONOURED: &[(&str, &str, &str)] = &[
     ("http.jwt.algorithm", "HS256", "Rill signs and checks HTTP tokens with HS256 only"),
 ];
 
-/// Iggy keys whose given value is what Rill does anyway (its fixed directory layout, its
-/// only JWT algorithm, ...): taken without a word. Any other value is reported as unknown.
+/// Iggy keys whose given value is what Rill does anyway (its fixed directory layout, ...):
+/// taken without a word, as are `UNHONOURED` keys at their harmless value. Any other value
+/// is reported as unknown.
 const MATCHING: &[(&str, &str)] = &[
     ("system.stream.path", "streams"),
     ("system.topic.path", "topics"),
@@ -37,9 +38,6 @@ const MATCHING: &[(&str, &str)] = &[
     ("system.runtime.path", "runtime"),
     ("personal_access_token.cleaner.enabled", "true"),
     ("websocket.accept_unmasked_frames", "false"),
-    ("http.jwt.algorithm", "HS256"),
-    ("cluster.auth.enabled", "false"),
-    ("cluster.tls.enabled", "false"),
 ];
 
 /// The environment variable of a config key: `IGGY_` + the upper-case path joined by `_`.
@@ -56,7 +54,9 @@ pub fn translate(leaves: &mut BTreeMap<String, Value>) -> anyhow::Result<()> {
             leaves.entry((*rill).to_owned()).or_insert(value);
         }
     }
-    for (key, value) in MATCHING {
+    // An unhonoured key set to its harmless value is matching too.
+    let harmless = UNHONOURED.iter().map(|(key, fine, _)| (key, fine));
+    for (key, value) in MATCHING.iter().map(|(key, value)| (key, value)).chain(harmless) {
         if leaves.get(*key).is_some_and(|given| as_text(given).eq_ignore_ascii_case(value)) {
             leaves.remove(*key);
         }

@@ -52,6 +52,45 @@ pub fn use_server_binary(binary: PathBuf) -> bool {
 
 /// Path of the `rill-server` binary: `RILL_SERVER_BIN`, else
 /// `<workspace>/target/debug/rill-server`, else a binary built on demand.
+/// Runs the server binary on `data` with `env` as its only `IGGY_*` variables (besides a
+/// free TCP port, and QUIC, HTTP and WebSocket off unless `env` says otherwise) and waits,
+/// 20 s at most, for it to exit by itself, as a start it refuses does: its exit code and
+/// stderr. A server that keeps running is killed and reported as an error.
+pub fn run_until_exit(data: &Path, env: &[(&str, &str)]) -> anyhow::Result<(Option<i32>, String)> {
+    use std::io::{Read, Seek};
+    let mut stderr = tempfile::tempfile()?;
+    let mut command = Command::new(server_binary());
+    command.arg("--with-default-root-credentials").stdin(Stdio::null()).stdout(Stdio::null());
+    command.stderr(stderr.try_clone()?);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("IGGY_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("IGGY_SYSTEM_PATH", data).env("IGGY_TCP_ADDRESS", format!("127.0.0.1:{}", free_port()));
+    for transport in ["QUIC", "HTTP", "WEBSOCKET"] {
+        command.env(format!("IGGY_{transport}_ENABLED"), "false");
+    }
+    command.envs(env.iter().copied());
+    let mut child = command.spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the server kept running with {env:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut text = String::new();
+    stderr.rewind()?;
+    stderr.read_to_string(&mut text)?;
+    Ok((status.code(), text))
+}
+
 pub fn server_binary() -> PathBuf {
     SERVER_BINARY
         .get_or_init(|| {

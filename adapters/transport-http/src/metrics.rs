@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 use rill_application::GatewayContext;
-use rill_application::latency::BUCKET_BOUNDS_US;
+use rill_application::latency::{BUCKET_BOUNDS_US, HistogramSnapshot};
 use rill_application::partition::ConsumerKey;
 use rill_domain::Namespace;
 use rill_domain::metadata::Metadata;
@@ -309,14 +309,22 @@ fn render_fsync(out: &mut String, context: &GatewayContext) {
         "# HELP rill_fsync_duration_seconds Time a file fsync takes (segments, indexes, offsets).\n\
          # TYPE rill_fsync_duration_seconds histogram"
     );
-    let histogram = context.telemetry().fsync_latency.snapshot();
+    write_histogram(out, "rill_fsync_duration_seconds", "", &context.telemetry().fsync_latency.snapshot());
+}
+
+/// One histogram's series: cumulative buckets in seconds, +Inf, sum and count; `labels`
+/// (empty or `k="v",...`) go on every series.
+fn write_histogram(out: &mut String, name: &str, labels: &str, histogram: &HistogramSnapshot) {
+    let sep = if labels.is_empty() { "" } else { "," };
     for (bound_us, count) in BUCKET_BOUNDS_US.iter().zip(&histogram.cumulative) {
-        let _ = writeln!(out, "rill_fsync_duration_seconds_bucket{{le=\"{}\"}} {count}", *bound_us as f64 / 1e6);
+        let le = *bound_us as f64 / 1e6;
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {count}");
     }
     let total = histogram.cumulative.last().copied().unwrap_or(0);
-    let _ = writeln!(out, "rill_fsync_duration_seconds_bucket{{le=\"+Inf\"}} {total}");
-    let _ = writeln!(out, "rill_fsync_duration_seconds_sum {}", histogram.sum_us as f64 / 1e6);
-    let _ = writeln!(out, "rill_fsync_duration_seconds_count {total}");
+    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {total}");
+    let braces = |labels: &str| if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+    let _ = writeln!(out, "{name}_sum{} {}", braces(labels), histogram.sum_us as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{} {total}", braces(labels));
 }
 
 /// `rill_request_duration_seconds`: one histogram per binary command and per HTTP route.
@@ -328,14 +336,6 @@ fn render_latency(out: &mut String, context: &GatewayContext) {
     );
     for (transport, request, histogram) in context.telemetry().latency.snapshot() {
         let labels = format!("transport=\"{transport}\",request=\"{}\"", request.replace('"', "'"));
-        for (bound_us, count) in BUCKET_BOUNDS_US.iter().zip(&histogram.cumulative) {
-            let le = *bound_us as f64 / 1e6;
-            let _ = writeln!(out, "rill_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {count}");
-        }
-        let total = histogram.cumulative.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "rill_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}");
-        let sum = histogram.sum_us as f64 / 1e6;
-        let _ = writeln!(out, "rill_request_duration_seconds_sum{{{labels}}} {sum}");
-        let _ = writeln!(out, "rill_request_duration_seconds_count{{{labels}}} {total}");
+        write_histogram(out, "rill_request_duration_seconds", &labels, &histogram);
     }
 }

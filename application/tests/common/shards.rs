@@ -126,25 +126,26 @@ pub struct Client {
 
 impl Client {
     pub fn login(system: &Rc<Shard<SimEnv>>) -> Self {
-        let client_id =
-            system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
-        let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
-        let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
-        body.extend_from_slice(b"\x04iggy\x04iggy\x00\x00\x00\x00");
-        client.call(operation::REGISTER, 0, &body).expect("login");
-        client
+        Self::register(system, b"\x04iggy\x04iggy")
     }
 
     /// A connection on `system` logged in with a personal access token (no password hash
     /// to check, so simulations can log in often).
     pub fn login_with_token(system: &Rc<Shard<SimEnv>>, token: &str) -> Self {
+        let mut credentials = vec![token.len() as u8];
+        credentials.extend_from_slice(token.as_bytes());
+        Self::register(system, &credentials)
+    }
+
+    /// Connects and sends REGISTER with `credentials` (then an empty context).
+    fn register(system: &Rc<Shard<SimEnv>>, credentials: &[u8]) -> Self {
         let client_id =
             system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
         let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
-        let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1', token.len() as u8];
-        body.extend_from_slice(token.as_bytes());
+        let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
+        body.extend_from_slice(credentials);
         body.extend_from_slice(&[0, 0, 0, 0]);
-        client.call(operation::REGISTER, 0, &body).expect("login with a token");
+        client.call(operation::REGISTER, 0, &body).expect("login");
         client
     }
 

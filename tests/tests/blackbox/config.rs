@@ -1,28 +1,13 @@
 //! Configuration at start: unknown keys are reported by name, invalid values stop the start
 //! naming key and value, and the effective configuration is written to the data directory.
 
-use std::process::{Command, Stdio};
-
 use iggy::prelude::*;
-use rill_tests::{TestServer, connect_root, free_port, server_binary};
+use rill_tests::{TestServer, connect_root};
 
-/// Runs the server with `env` and returns its exit code and stderr; the server must stop
-/// by itself (it is expected to refuse to start).
+/// Runs the server with `env` on a fresh data directory until it exits by itself (it is
+/// expected to refuse to start): its exit code and stderr.
 fn run_refused(env: &[(&str, &str)]) -> anyhow::Result<(Option<i32>, String)> {
-    let data = tempfile::tempdir()?;
-    let mut command = Command::new(server_binary());
-    command.arg("--with-default-root-credentials").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("IGGY_") {
-            command.env_remove(key);
-        }
-    }
-    command.env("IGGY_SYSTEM_PATH", data.path()).env("IGGY_TCP_ADDRESS", format!("127.0.0.1:{}", free_port()));
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = command.output()?;
-    Ok((output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned()))
+    rill_tests::run_until_exit(tempfile::tempdir()?.path(), env)
 }
 
 #[test]

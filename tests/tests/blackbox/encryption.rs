@@ -4,49 +4,15 @@
 //! message; a malformed key stops the start too.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
 
 use iggy::prelude::*;
 use rill_tests::{
-    TestServer, assert_same_message, connect_root, files_under, free_port, id, message, server_binary, topic_options,
+    TestServer, assert_same_message, connect_root, files_under, id, message, run_until_exit, topic_options,
 };
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 const OTHER_KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
-
-/// Starts the server on `data` with `env` and waits (20 s at most) for it to stop by
-/// itself; returns its exit code and stderr.
-fn start_refused(data: &std::path::Path, env: &[(&str, &str)]) -> anyhow::Result<(Option<i32>, String)> {
-    let mut command = Command::new(server_binary());
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("IGGY_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env("IGGY_SYSTEM_PATH", data)
-        .env("IGGY_TCP_ADDRESS", format!("127.0.0.1:{}", free_port()))
-        .env("IGGY_QUIC_ENABLED", "false")
-        .env("IGGY_HTTP_ENABLED", "false")
-        .env("IGGY_WEBSOCKET_ENABLED", "false");
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn()?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait()?.is_none() {
-        if Instant::now() > deadline {
-            child.kill()?;
-            anyhow::bail!("the server kept running");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output()?;
-    Ok((output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned()))
-}
 
 fn canary(n: u32) -> IggyMessage {
     let headers = BTreeMap::from([(
@@ -86,13 +52,13 @@ async fn sealed_at_rest_served_in_clear_and_the_key_is_checked_at_every_start() 
     }
     assert!(stored > 40 * 2 * 64, "the messages are on disk ({stored} bytes)");
 
-    let (code, stderr) = start_refused(
+    let (code, stderr) = run_until_exit(
         &server.data_dir(),
         &[("IGGY_SYSTEM_ENCRYPTION_ENABLED", "true"), ("IGGY_SYSTEM_ENCRYPTION_KEY", OTHER_KEY)],
     )?;
     assert_ne!(code, Some(0), "{stderr}");
     assert!(stderr.contains("not the key"), "a wrong key is named: {stderr}");
-    let (code, stderr) = start_refused(&server.data_dir(), &[])?;
+    let (code, stderr) = run_until_exit(&server.data_dir(), &[])?;
     assert_ne!(code, Some(0), "{stderr}");
     assert!(stderr.contains("holds encrypted messages"), "{stderr}");
 
@@ -110,7 +76,7 @@ async fn sealed_at_rest_served_in_clear_and_the_key_is_checked_at_every_start() 
 fn a_missing_or_malformed_key_stops_the_start() -> anyhow::Result<()> {
     let data = tempfile::tempdir()?;
     for (key, says) in [("", "needs `system.encryption.key`"), ("not base64!", "not base64"), ("AAEC", "3 bytes")] {
-        let (code, stderr) = start_refused(
+        let (code, stderr) = run_until_exit(
             data.path(),
             &[("IGGY_SYSTEM_ENCRYPTION_ENABLED", "true"), ("IGGY_SYSTEM_ENCRYPTION_KEY", key)],
         )?;

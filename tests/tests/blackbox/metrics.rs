@@ -10,8 +10,15 @@ use rill_tests::http::{get, metric as sample};
 use rill_tests::{TestServer, connect_root, free_port, id, sample_message, topic_options};
 
 fn with_http() -> anyhow::Result<(TestServer, String)> {
+    with_http_and(&[])
+}
+
+/// A server with HTTP on a free port and `extra` settings; the HTTP address.
+fn with_http_and(extra: &[(&str, &str)]) -> anyhow::Result<(TestServer, String)> {
     let address = format!("127.0.0.1:{}", free_port());
-    let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", address.as_str())])?;
+    let mut env = vec![("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", address.as_str())];
+    env.extend_from_slice(extra);
+    let server = TestServer::start_with_env(&env)?;
     Ok((server, address))
 }
 
@@ -122,13 +129,8 @@ async fn jwt_login_refresh_logout_and_forgeries() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_jwts_are_refused() -> anyhow::Result<()> {
-    let address = format!("127.0.0.1:{}", free_port());
-    let _server = TestServer::start_with_env(&[
-        ("IGGY_HTTP_ENABLED", "true"),
-        ("IGGY_HTTP_ADDRESS", address.as_str()),
-        ("IGGY_HTTP_JWT_ACCESS_TOKEN_EXPIRY", "1 s"),
-        ("IGGY_HTTP_JWT_CLOCK_SKEW", "1 s"),
-    ])?;
+    let (_server, address) =
+        with_http_and(&[("IGGY_HTTP_JWT_ACCESS_TOKEN_EXPIRY", "1 s"), ("IGGY_HTTP_JWT_CLOCK_SKEW", "1 s")])?;
     let (_, body) = send_json(&address, "POST", "/users/login", None, r#"{"username":"iggy","password":"iggy"}"#)?;
     let token = access_token(&body)?;
     assert_eq!(get(&address, "/metrics", Some(&token))?.0, 200);
@@ -139,12 +141,7 @@ async fn expired_jwts_are_refused() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_lag_rates_connections_and_errors_follow_the_traffic_at_the_configured_path() -> anyhow::Result<()> {
-    let address = format!("127.0.0.1:{}", free_port());
-    let server = TestServer::start_with_env(&[
-        ("IGGY_HTTP_ENABLED", "true"),
-        ("IGGY_HTTP_ADDRESS", address.as_str()),
-        ("IGGY_HTTP_METRICS_ENDPOINT", "/prometheus"),
-    ])?;
+    let (server, address) = with_http_and(&[("IGGY_HTTP_METRICS_ENDPOINT", "/prometheus")])?;
     let root = connect_root(&server.tcp_address()).await?;
     let token = root.create_personal_access_token("lag", IggyExpiry::NeverExpire).await?.token;
     assert_eq!(get(&address, "/metrics", Some(&token))?.0, 404, "the endpoint moved");

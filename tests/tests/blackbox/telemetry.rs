@@ -142,13 +142,9 @@ async fn requests_become_spans_and_logs_become_records_at_the_otlp_receiver() ->
 
 #[test]
 fn a_transport_rill_does_not_speak_stops_the_start() -> anyhow::Result<()> {
-    let output = std::process::Command::new(rill_tests::server_binary())
-        .env("IGGY_SYSTEM_PATH", tempfile::tempdir()?.path())
-        .env("IGGY_TELEMETRY_ENABLED", "true")
-        .env("IGGY_TELEMETRY_TRACES_TRANSPORT", "grpc")
-        .output()?;
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let env = [("IGGY_TELEMETRY_ENABLED", "true"), ("IGGY_TELEMETRY_TRACES_TRANSPORT", "grpc")];
+    let (code, stderr) = rill_tests::run_until_exit(tempfile::tempdir()?.path(), &env)?;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("telemetry.traces.transport") && stderr.contains("grpc"), "{stderr}");
     Ok(())
 }
