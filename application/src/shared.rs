@@ -364,6 +364,11 @@ impl GatewayContext {
         &self.0.telemetry
     }
 
+    /// The metadata replica's commit number and role, as the shards last published them.
+    pub fn replica(&self) -> (u64, crate::shard::ReplicaRole) {
+        (self.0.replica.commit(), self.0.replica.role())
+    }
+
     pub fn pool_stats(&self) -> crate::memory_pool::PoolStats {
         self.0.pool.stats()
     }

@@ -335,6 +335,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
             allow_credentials: flag("http.cors.allow_credentials"),
         },
         metrics_endpoint: flag("http.metrics.enabled").then(|| text("http.metrics.endpoint")),
+        web_ui: flag("http.web_ui"),
     };
     if let Some(endpoint) = &http_settings.metrics_endpoint
         && (!endpoint.starts_with('/')

@@ -4,6 +4,7 @@
 //! The harness only speaks to the server through its process interface (environment,
 //! signals, exit code) and the Iggy binary protocol over TCP.
 
+pub mod browser;
 pub mod http;
 pub mod quic_raw;
 pub mod raw;

@@ -7,11 +7,13 @@
 //!
 //! Routes: the REST table the 0.11 SDK's HTTP client uses (streams, topics, partitions,
 //! segments, messages, consumer offsets and groups, users, personal access tokens,
-//! clients, stats, cluster metadata), JWT login/refresh/logout, `/ping` and `/metrics`.
+//! clients, stats, cluster metadata), JWT login/refresh/logout, `/ping`, `/metrics`, and
+//! the web console at `/ui` with the one extra read it needs (`console.rs`).
 
 mod api;
 mod auth;
 pub mod bodies;
+mod console;
 mod jwt;
 mod messages;
 mod metrics;
@@ -67,6 +69,8 @@ pub struct HttpSettings {
     pub cors: CorsSettings,
     /// Where Prometheus scrapes (`[http.metrics] endpoint`), or `None` when metrics are off.
     pub metrics_endpoint: Option<String>,
+    /// Serve the web console at `/ui` (`[http] web_ui`).
+    pub web_ui: bool,
 }
 
 /// Wall-clock microseconds, for token expiry checks and batch timestamps.
@@ -156,6 +160,7 @@ fn resource_routes() -> Router<Arc<HttpState>> {
             get(messages::get_offset).put(messages::store_offset),
         )
         .route("/streams/{stream}/topics/{topic}/consumer-offsets/{consumer}", delete(messages::delete_offset))
+        .route("/streams/{stream}/topics/{topic}/stored-offsets", get(console::stored_offsets))
 }
 
 fn account_routes() -> Router<Arc<HttpState>> {
@@ -183,6 +188,7 @@ pub const ROUTE_PREFIXES: &[&str] = &[
     "/streams",
     "/users",
     "/personal-access-tokens",
+    "/ui",
 ];
 
 /// The whole route table, with latency recording, the body cap and CORS.
@@ -190,6 +196,9 @@ fn router(state: Arc<HttpState>, settings: &HttpSettings) -> Router {
     let mut app = Router::new().route("/ping", get(ping));
     if let Some(endpoint) = &settings.metrics_endpoint {
         app = app.route(endpoint, get(metrics_route));
+    }
+    if settings.web_ui {
+        app = app.merge(console::routes());
     }
     let app = app
         .route("/stats", get(system::stats))

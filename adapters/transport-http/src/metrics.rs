@@ -38,6 +38,17 @@ pub struct Stats {
     pub damaged_batches: u64,
     /// Bytes of every file under the data directory.
     pub data_directory_bytes: u64,
+    /// Messages and payload bytes appended and polled since start, over every partition
+    /// (the console draws throughput from their differences).
+    pub messages_in_total: u64,
+    pub bytes_in_total: u64,
+    pub messages_out_total: u64,
+    pub bytes_out_total: u64,
+    /// The metadata replica: view, primary's index, normal status and commit number.
+    pub replica_view: u32,
+    pub replica_primary: u8,
+    pub replica_normal: bool,
+    pub metadata_commit: u64,
 }
 
 /// One partition's counters, with its labels.
@@ -60,7 +71,12 @@ struct PartitionLine {
 fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<PartitionLine>) {
     let pool = context.pool_stats();
     let data = &context.telemetry().data;
+    let (commit, role) = context.replica();
     let mut stats = Stats {
+        replica_view: role.view,
+        replica_primary: role.primary,
+        replica_normal: role.normal,
+        metadata_commit: commit,
         disk_total_bytes: data.disk_total.load(Relaxed),
         disk_available_bytes: data.disk_available.load(Relaxed),
         disk_min_free_bytes: data.disk_floor.load(Relaxed),
@@ -93,6 +109,10 @@ fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<Partiti
                 stats.messages_count += usage.messages_count;
                 stats.messages_size_bytes += usage.size_bytes;
                 stats.read_only_partitions += counters.read_only() as u64;
+                stats.messages_in_total += counters.appended_messages.load(Relaxed);
+                stats.bytes_in_total += counters.appended_bytes.load(Relaxed);
+                stats.messages_out_total += counters.polled_messages.load(Relaxed);
+                stats.bytes_out_total += counters.polled_bytes.load(Relaxed);
                 partitions.push(PartitionLine {
                     labels: format!("stream=\"{}\",topic=\"{}\",partition=\"{partition_id}\"", stream.id, topic.id),
                     messages: usage.messages_count,

@@ -90,6 +90,7 @@ async fn iggys_shipped_config_file_starts_rill_naming_only_the_keys_rill_lacks()
         "system.sharding.cpu_allocation",
         "system.sharding.inbox_capacity",
         "http.cors.allowed_origins",
+        "http.web_ui",
     ] {
         assert!(!unknown.iter().any(|key| key == taken), "`{taken}` reported unknown:\n{logs}");
     }

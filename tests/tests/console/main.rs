@@ -1,0 +1,303 @@
+//! The web console end to end: the real rill-server binary, headless Chromium driving the
+//! pages at `/ui`, and Iggy's official client producing and consuming beside it. Each test
+//! saves a screenshot of the page when it fails (under target/console-screenshots/); the
+//! happy paths also save the screenshots docs/console.md shows.
+
+mod scale;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use iggy::prelude::*;
+use rill_tests::browser::{Browser, screenshot_dir};
+use rill_tests::{TestServer, connect_root, create_stream_and_topic, free_port, message, named};
+use serde_json::json;
+
+/// A server with HTTP on and a browser pointed at its console.
+pub struct Console {
+    pub server: TestServer,
+    pub browser: Browser,
+    pub origin: String,
+    name: &'static str,
+}
+
+impl Console {
+    pub async fn start(name: &'static str, extra_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let address = format!("127.0.0.1:{}", free_port());
+        let mut env = vec![("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", address.as_str())];
+        env.extend_from_slice(extra_env);
+        let server = TestServer::start_with_env(&env)?;
+        let browser = Browser::start().await?;
+        Ok(Self { server, browser, origin: format!("http://{address}"), name })
+    }
+
+    /// Opens a console page by its route (`/streams`, ...).
+    pub async fn open(&self, route: &str) -> anyhow::Result<()> {
+        self.browser.open(&format!("{}/ui/#{route}", self.origin)).await
+    }
+
+    pub async fn login(&self, username: &str, password: &str) -> anyhow::Result<()> {
+        self.open("/login").await?;
+        self.submit_login(username, password).await?;
+        self.browser.wait_text("#who-name", username).await
+    }
+
+    pub async fn submit_login(&self, username: &str, password: &str) -> anyhow::Result<()> {
+        self.browser.fill("#login input[name=username]", username).await?;
+        self.browser.fill("#login input[name=password]", password).await?;
+        self.browser.click("#login button[type=submit]").await
+    }
+
+    pub async fn screenshot(&self, file: &str) -> anyhow::Result<()> {
+        self.browser.screenshot(&screenshot_dir().join(file)).await
+    }
+
+    /// Ends the test: on failure, a screenshot named after it (and its path in the error).
+    pub async fn finish(self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        if let Err(error) = result {
+            let path = screenshot_dir().join(format!("failed-{}.png", self.name));
+            let saved = self.browser.screenshot(&path).await;
+            self.browser.close().await;
+            let shot = saved.map_or_else(|e| format!("no screenshot: {e}"), |()| format!("screenshot: {}", path.display()));
+            return Err(error.context(shot));
+        }
+        self.browser.close().await;
+        Ok(())
+    }
+}
+
+/// The id of the stream or topic whose page the browser shows (from its address).
+async fn id_in_hash(browser: &Browser, after: &str) -> anyhow::Result<u32> {
+    let hash = browser.script("return location.hash;", json!([])).await?;
+    let hash = hash.as_str().unwrap_or_default();
+    let id = hash.split(after).nth(1).and_then(|rest| rest.split(['/', '?']).next()).unwrap_or_default();
+    id.parse().map_err(|_| anyhow::anyhow!("no id after {after} in {hash}"))
+}
+
+#[tokio::test]
+async fn the_console_is_served_from_the_binary_and_can_be_turned_off() -> anyhow::Result<()> {
+    let on_address = format!("127.0.0.1:{}", free_port());
+    let _on = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", &on_address)])?;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+    let bare = client.get(format!("http://{on_address}/ui")).send().await?;
+    assert_eq!(bare.status().as_u16(), 308, "/ui redirects to /ui/");
+    assert_eq!(bare.headers()["location"], "/ui/");
+    let page = client.get(format!("http://{on_address}/ui/")).send().await?;
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.headers()["content-security-policy"].to_str()?.contains("script-src 'self'"));
+    assert!(page.text().await?.contains("./app.js"), "the shell loads the app");
+    let script = client.get(format!("http://{on_address}/ui/app.js")).send().await?;
+    assert!(script.headers()["content-type"].to_str()?.starts_with("text/javascript"));
+    assert_eq!(client.get(format!("http://{on_address}/ui/../Cargo.toml")).send().await?.status().as_u16(), 404);
+
+    let off_address = format!("127.0.0.1:{}", free_port());
+    let env = [("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", off_address.as_str()), ("IGGY_HTTP_WEB_UI", "false")];
+    let _off = TestServer::start_with_env(&env)?;
+    assert_eq!(client.get(format!("http://{off_address}/ui/")).send().await?.status().as_u16(), 404, "web_ui = false");
+    assert_eq!(client.get(format!("http://{off_address}/ping")).send().await?.status().as_u16(), 200, "the API stays");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_send_and_browse_as_text_json_and_hex() -> anyhow::Result<()> {
+    let console = Console::start("browse", &[]).await?;
+    let result = browse_scenario(&console).await;
+    console.finish(result).await
+}
+
+async fn browse_scenario(console: &Console) -> anyhow::Result<()> {
+    let browser = &console.browser;
+    console.login("iggy", "iggy").await?;
+    console.open("/streams").await?;
+    // Bad input is named at its field, and nothing is created.
+    browser.fill("#create-stream input[name=name]", &"x".repeat(300)).await?;
+    browser.click("#create-stream button[type=submit]").await?;
+    browser.wait_text("#create-stream .field-error[data-for=name]", "at most 255").await?;
+    browser.fill("#create-stream input[name=name]", "orders-stream").await?;
+    browser.click("#create-stream button[type=submit]").await?;
+    browser.wait_text("#stream-title", "orders-stream").await?;
+    browser.fill("#create-topic input[name=name]", "orders").await?;
+    browser.fill("#create-topic input[name=partitions_count]", "2").await?;
+    browser.click("#create-topic button[type=submit]").await?;
+    browser.wait_text("#topic-title", "orders").await?;
+
+    browser.fill("#send-message textarea[name=payload]", r#"{"order":1,"item":"tea"}"#).await?;
+    browser.fill("#send-message textarea[name=headers]", "source=console").await?;
+    browser.click("#send-message button[type=submit]").await?;
+    browser.wait_text("#topic-message", "Message sent").await?;
+
+    let client = connect_root(&console.server.tcp_address()).await?;
+    let mut headers = BTreeMap::new();
+    headers.insert(HeaderKey::from_str("origin")?, HeaderValue::from_str("sdk")?);
+    let mut messages = vec![message(42, b"hello from the sdk".to_vec(), Some(headers))];
+    let (stream, topic) = (named("orders-stream"), named("orders"));
+    client.send_messages(&stream, &topic, &Partitioning::partition_id(0), &mut messages).await?;
+
+    browser.click("#open-browser").await?;
+    browser.wait_text("#message-list", r#"{"order":1,"item":"tea"}"#).await?;
+    browser.wait_text("#message-list", "hello from the sdk").await?;
+    browser.wait_text("#message-list", "source\nconsole").await?;
+    browser.wait_text("#message-list", "origin\nsdk").await?;
+    browser.wait_text("#page-status", "Offsets 0–1 of 2").await?;
+
+    browser.click("#mode-json").await?;
+    browser.wait_text(".payload.json", "\"item\": \"tea\"").await?;
+    browser.wait_text("#message-list", "not JSON").await?;
+    console.screenshot("message-browser.png").await?;
+    browser.click("#mode-hex").await?;
+    browser.wait_text("#message-list", "68 65 6c 6c 6f 20 66 72").await?;
+    browser.wait_text("#message-list", "7b 22 6f 72 64 65 72 22").await?;
+    overview_under_traffic(console, &client, &stream, &topic).await
+}
+
+/// The overview's charts while the official client sends: the rate goes above zero.
+async fn overview_under_traffic(
+    console: &Console,
+    client: &IggyClient,
+    stream: &Identifier,
+    topic: &Identifier,
+) -> anyhow::Result<()> {
+    console.open("/").await?;
+    let check = "const e = document.getElementById('throughput-now'); return e && Number(e.dataset.messagesIn) > 0;";
+    let reader = Consumer::new(Identifier::numeric(7)?);
+    let producing = async {
+        for round in 0..40u32 {
+            let mut batch: Vec<IggyMessage> =
+                (0..200).map(|i| message(u128::from(round * 1000 + i + 100), vec![b'x'; 512], None)).collect();
+            client.send_messages(stream, topic, &Partitioning::balanced(), &mut batch).await?;
+            // Reads too, so both directions of the charts move.
+            let from = PollingStrategy::offset(u64::from(round) * 50);
+            client.poll_messages(stream, topic, Some(1), &reader, &from, 100, false).await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::Ok(())
+    };
+    let (seen, produced) = tokio::join!(console.browser.wait_for("a throughput above zero", check, json!([])), producing);
+    produced?;
+    seen?;
+    console.screenshot("overview.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_groups_lag_rises_then_falls_to_zero() -> anyhow::Result<()> {
+    let console = Console::start("lag", &[]).await?;
+    let result = lag_scenario(&console).await;
+    console.finish(result).await
+}
+
+async fn lag_scenario(console: &Console) -> anyhow::Result<()> {
+    let browser = &console.browser;
+    let client = connect_root(&console.server.tcp_address()).await?;
+    let (stream_id, topic_id) = create_stream_and_topic(&client, "lag", "events", 2).await?;
+    let (stream, topic) = (named("lag"), named("events"));
+    let group = client.create_consumer_group(&stream, &topic, "workers").await?;
+    console.login("iggy", "iggy").await?;
+    console.open(&format!("/streams/{stream_id}/topics/{topic_id}/groups/{}", group.id)).await?;
+    let lag_is = "const e = document.getElementById('total-lag'); return e && e.dataset.lag === arguments[0];";
+    browser.wait_for("no lag on an empty topic", lag_is, json!(["0"])).await?;
+
+    for partition in 0..2 {
+        let mut batch: Vec<IggyMessage> =
+            (0..100).map(|i| message(u128::from(partition * 1000 + i + 1), format!("event {i}").into_bytes(), None)).collect();
+        client.send_messages(&stream, &topic, &Partitioning::partition_id(partition), &mut batch).await?;
+    }
+    browser.wait_for("the lag to reach 200", lag_is, json!(["200"])).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let consumer = connect_root(&console.server.tcp_address()).await?;
+    consumer.join_consumer_group(&stream, &topic, &named("workers")).await?;
+    browser.wait_text("#members", "0, 1").await?;
+    let as_group = Consumer::group(named("workers"));
+    let mut consumed = 0;
+    for _ in 0..40 {
+        let polled = consumer.poll_messages(&stream, &topic, None, &as_group, &PollingStrategy::next(), 20, true).await?;
+        consumed += polled.messages.len();
+        if consumed >= 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(consumed, 200, "the consumer read every message once");
+    browser.wait_for("the lag to fall to zero", lag_is, json!(["0"])).await?;
+    browser.wait_text(".lag-table", "99").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    console.screenshot("consumer-group-lag.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_permission_is_refused_and_told() -> anyhow::Result<()> {
+    let console = Console::start("refused", &[]).await?;
+    let result = refused_scenario(&console).await;
+    console.finish(result).await
+}
+
+async fn refused_scenario(console: &Console) -> anyhow::Result<()> {
+    let browser = &console.browser;
+    let admin = connect_root(&console.server.tcp_address()).await?;
+    let mut permissions = Permissions::default();
+    permissions.global.read_streams = true;
+    admin.create_user("viewer", "viewer-pass", UserStatus::Active, Some(permissions)).await?;
+
+    console.open("/login").await?;
+    console.submit_login("viewer", "wrong-pass").await?;
+    browser.wait_text("#login .form-error", "Wrong username or password").await?;
+    console.login("viewer", "viewer-pass").await?;
+    console.open("/streams").await?;
+    browser.fill("#create-stream input[name=name]", "not-allowed").await?;
+    browser.click("#create-stream button[type=submit]").await?;
+    browser.wait_text("#create-stream .form-error", "Permission denied").await?;
+    let streams = admin.get_streams().await?;
+    assert!(streams.iter().all(|s| s.name != "not-allowed"), "a refused create made nothing");
+    console.open("/users").await?;
+    browser.wait_text("main", "Permission denied").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_session_goes_to_log_in_and_back_to_the_page() -> anyhow::Result<()> {
+    let env = [("IGGY_HTTP_JWT_ACCESS_TOKEN_EXPIRY", "2 s"), ("IGGY_HTTP_JWT_CLOCK_SKEW", "1 s")];
+    let console = Console::start("expired", &env).await?;
+    let result = expired_scenario(&console).await;
+    console.finish(result).await
+}
+
+async fn expired_scenario(console: &Console) -> anyhow::Result<()> {
+    let browser = &console.browser;
+    let client = connect_root(&console.server.tcp_address()).await?;
+    let (stream_id, topic_id) = create_stream_and_topic(&client, "kept", "page", 1).await?;
+    console.login("iggy", "iggy").await?;
+    let route = format!("/streams/{stream_id}/topics/{topic_id}");
+    console.open(&route).await?;
+    browser.wait_text("#topic-title", "page").await?;
+    // The topic page refreshes its groups every 3 s: the first refresh after expiry is refused.
+    browser.wait_text("#login", "Log in").await?;
+    browser.wait_text("main", "session has expired").await?;
+    console.submit_login("iggy", "iggy").await?;
+    browser.wait_text("#topic-title", "page").await?;
+    let hash = browser.script("return location.hash;", json!([])).await?;
+    assert_eq!(hash, json!(format!("#{route}")), "back on the page the session expired on");
+    assert_eq!(id_in_hash(browser, "/topics/").await?, topic_id);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_is_shown_until_the_server_is_back() -> anyhow::Result<()> {
+    let mut console = Console::start("offline", &[]).await?;
+    let result = offline_scenario(&mut console).await;
+    console.finish(result).await
+}
+
+async fn offline_scenario(console: &mut Console) -> anyhow::Result<()> {
+    console.login("iggy", "iggy").await?;
+    console.open("/").await?;
+    console.browser.wait_text("#server-stats", "Streams").await?;
+    console.server.kill9()?;
+    let shown = "return !document.getElementById('connection').hidden;";
+    console.browser.wait_for("the lost-connection banner", shown, json!([])).await?;
+    console.browser.wait_text("#connection", "connection to the server is lost").await?;
+    console.server.restart()?;
+    let hidden = "return document.getElementById('connection').hidden;";
+    console.browser.wait_for("the banner to go once the server answers", hidden, json!([])).await?;
+    console.browser.wait_text("#server-stats", "Streams").await
+}
