@@ -89,3 +89,10 @@ bench-bus:
 
 [doc("Lint, tidy, then every test")]
 ci: lint tidy test
+
+# The web console's end-to-end tests in headless Chromium, saving the overview, message-browser
+# and consumer-group-lag screenshots to docs/console/ (docs/console.md).
+[doc("Console tests in headless Chromium, screenshots written to docs/console/")]
+console-screenshots:
+    cargo build --workspace --bins
+    RILL_CONSOLE_SCREENSHOTS=docs/console cargo test --workspace --test console -- --nocapture

@@ -34,10 +34,21 @@ if ! pkg-config --exists hwloc libudev 2>/dev/null; then
     $SUDO apt-get install -y libhwloc-dev libudev-dev pkg-config
 fi
 
+# The web console's end-to-end tests (tests/tests/console/) drive Debian's headless Chromium
+# through its chromedriver.
+if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    $SUDO apt-get install -y chromium chromium-driver
+fi
+
 # The black-box tests spawn target/debug/rill-server; build it (and everything else) first
 # so no test has to.
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
+# The console's time to first render at a thousand streams and a million messages.
+cat target/console-screenshots/render-times.txt 2>/dev/null || true
 # Every later run keeps `--workspace` and picks targets with `--test`/`--lib`: selecting a
 # package with `-p` resolves its dependencies' features apart from the workspace's, which
 # would build the whole dependency graph a second time (gigabytes of disk for nothing).

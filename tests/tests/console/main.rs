@@ -162,7 +162,7 @@ async fn overview_under_traffic(
     let check = "const e = document.getElementById('throughput-now'); return e && Number(e.dataset.messagesIn) > 0;";
     let reader = Consumer::new(Identifier::numeric(7)?);
     let producing = async {
-        for round in 0..40u32 {
+        for round in 0..80u32 {
             let mut batch: Vec<IggyMessage> =
                 (0..200).map(|i| message(u128::from(round * 1000 + i + 100), vec![b'x'; 512], None)).collect();
             client.send_messages(stream, topic, &Partitioning::balanced(), &mut batch).await?;
@@ -300,4 +300,57 @@ async fn offline_scenario(console: &mut Console) -> anyhow::Result<()> {
     let hidden = "return document.getElementById('connection').hidden;";
     console.browser.wait_for("the banner to go once the server answers", hidden, json!([])).await?;
     console.browser.wait_text("#server-stats", "Streams").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_tokens_clients_cluster_and_deletes_with_confirmation() -> anyhow::Result<()> {
+    let console = Console::start("pages", &[]).await?;
+    let result = pages_scenario(&console).await;
+    console.finish(result).await
+}
+
+async fn pages_scenario(console: &Console) -> anyhow::Result<()> {
+    let browser = &console.browser;
+    let client = connect_root(&console.server.tcp_address()).await?;
+    let (stream_id, topic_id) = create_stream_and_topic(&client, "doomed", "gone", 1).await?;
+    console.login("iggy", "iggy").await?;
+
+    console.open("/users").await?;
+    browser.wait_text(".users-table", "iggy").await?;
+    browser.fill("#create-user input[name=username]", "console-user").await?;
+    browser.fill("#create-user input[name=password]", "pw").await?;
+    browser.click("#create-user button[type=submit]").await?;
+    browser.wait_text("#create-user .field-error[data-for=password]", "3 to 100").await?;
+    browser.fill("#create-user input[name=password]", "console-pass").await?;
+    browser.click("#create-user input[name=read_streams]").await?;
+    browser.click("#create-user button[type=submit]").await?;
+    browser.wait_text("main h2", "User console-user").await?;
+    let checked = "return document.querySelector('#user-permissions input[name=read_streams]').checked;";
+    browser.wait_for("read_streams granted", checked, json!([])).await?;
+    let user = client.get_user(&named("console-user")).await?.expect("the console created the user");
+    assert!(user.permissions.is_some_and(|p| p.global.read_streams && !p.global.manage_streams));
+
+    console.open("/tokens").await?;
+    browser.fill("#create-token input[name=name]", "console-token").await?;
+    browser.click("#create-token button[type=submit]").await?;
+    let token = "const e = document.getElementById('token-value'); return e && e.innerText.length > 20;";
+    browser.wait_for("the new token shown once", token, json!([])).await?;
+
+    console.open("/clients").await?;
+    browser.wait_text(".clients-table", "tcp").await?;
+    console.open("/cluster").await?;
+    browser.wait_text(".nodes-table", "healthy").await?;
+    browser.wait_text("#cluster-view", "").await?;
+
+    console.open(&format!("/streams/{stream_id}")).await?;
+    browser.click("#purge-stream").await?;
+    browser.click("#confirm-yes").await?;
+    browser.wait_text("#stream-message", "Stream purged").await?;
+    console.open(&format!("/streams/{stream_id}/topics/{topic_id}")).await?;
+    browser.click("#delete-topic").await?;
+    browser.click("#confirm-yes").await?;
+    browser.wait_text("#stream-title", "doomed").await?;
+    browser.wait_text("#topics", "Nothing here yet").await?;
+    assert!(client.get_topic(&named("doomed"), &named("gone")).await?.is_none(), "the topic is deleted");
+    Ok(())
 }
