@@ -111,7 +111,9 @@ impl Browser {
 
     /// The visible text of the first element matching `selector`, or `None`.
     pub async fn text(&self, selector: &str) -> anyhow::Result<Option<String>> {
-        let value = self.script("const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", json!([selector])).await?;
+        let value = self
+            .script("const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", json!([selector]))
+            .await?;
         Ok(value.as_str().map(str::to_owned))
     }
 
@@ -143,7 +145,12 @@ impl Browser {
         let found = self
             .command(reqwest::Method::POST, "/element", Some(json!({ "using": "css selector", "value": selector })))
             .await?;
-        found.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).map(str::to_owned).context("no element id")
+        found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .context("no element id")
     }
 
     /// Clears the field at `selector` and types `text` into it, as a person would.

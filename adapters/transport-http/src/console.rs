@@ -92,7 +92,12 @@ fn stored_offsets_document(state: &HttpState, headers: &HeaderMap, stream: &str,
     let (stream_id, topic_id, partitions_count, allowed) = state.read(|m| {
         let (stream_id, topic_id) = m.topic_ids(&topic)?;
         let partitions = m.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
-        Ok::<_, ErrorCode>((stream_id, topic_id, partitions, m.user_allows(user_id, Access::ReadTopic(stream_id, topic_id))))
+        Ok::<_, ErrorCode>((
+            stream_id,
+            topic_id,
+            partitions,
+            m.user_allows(user_id, Access::ReadTopic(stream_id, topic_id)),
+        ))
     })?;
     if !allowed {
         return Err(ApiError::Code(ErrorCode::Unauthorized));
@@ -100,13 +105,16 @@ fn stored_offsets_document(state: &HttpState, headers: &HeaderMap, stream: &str,
     let mut partitions = Vec::new();
     let mut offsets = Vec::new();
     for partition_id in 0..partitions_count {
-        let Some(counters) = Namespace::new(stream_id, topic_id, partition_id).and_then(|ns| state.context.partition(ns))
+        let Some(counters) =
+            Namespace::new(stream_id, topic_id, partition_id).and_then(|ns| state.context.partition(ns))
         else {
             continue;
         };
         let (first, current) = (counters.first_offset(), counters.current_offset());
         let messages = counters.usage().messages_count;
-        partitions.push(json!({ "id": partition_id, "first_offset": first, "current_offset": current, "messages_count": messages }));
+        partitions.push(
+            json!({ "id": partition_id, "first_offset": first, "current_offset": current, "messages_count": messages }),
+        );
         for (key, stored) in counters.stored_offsets() {
             let (kind, id) = match key {
                 ConsumerKey::Consumer(id) => ("consumer", id),

@@ -59,7 +59,8 @@ impl Console {
             let path = screenshot_dir().join(format!("failed-{}.png", self.name));
             let saved = self.browser.screenshot(&path).await;
             self.browser.close().await;
-            let shot = saved.map_or_else(|e| format!("no screenshot: {e}"), |()| format!("screenshot: {}", path.display()));
+            let shot =
+                saved.map_or_else(|e| format!("no screenshot: {e}"), |()| format!("screenshot: {}", path.display()));
             return Err(error.context(shot));
         }
         self.browser.close().await;
@@ -92,7 +93,8 @@ async fn the_console_is_served_from_the_binary_and_can_be_turned_off() -> anyhow
     assert_eq!(client.get(format!("http://{on_address}/ui/../Cargo.toml")).send().await?.status().as_u16(), 404);
 
     let off_address = format!("127.0.0.1:{}", free_port());
-    let env = [("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", off_address.as_str()), ("IGGY_HTTP_WEB_UI", "false")];
+    let env =
+        [("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", off_address.as_str()), ("IGGY_HTTP_WEB_UI", "false")];
     let _off = TestServer::start_with_env(&env)?;
     assert_eq!(client.get(format!("http://{off_address}/ui/")).send().await?.status().as_u16(), 404, "web_ui = false");
     assert_eq!(client.get(format!("http://{off_address}/ping")).send().await?.status().as_u16(), 200, "the API stays");
@@ -140,6 +142,23 @@ async fn browse_scenario(console: &Console) -> anyhow::Result<()> {
     browser.wait_text("#message-list", "source\nconsole").await?;
     browser.wait_text("#message-list", "origin\nsdk").await?;
     browser.wait_text("#page-status", "Offsets 0–1 of 2").await?;
+    // From a time: an hour ago finds both; a time to come finds none.
+    for (when, expected) in [(-3600, "Offsets 0–1 of 2"), (3600, "No messages here")] {
+        let script = "const d = new Date(Date.now() + arguments[0] * 1000); \
+                      return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);";
+        let local = browser.script(script, json!([when])).await?;
+        browser.select("#browse select[name=kind]", "timestamp").await?;
+        browser.fill("#browse input[name=value]", local.as_str().unwrap_or_default()).await?;
+        browser.click("#browse button[type=submit]").await?;
+        browser.wait_text("#page-status", expected).await?;
+    }
+    browser.select("#browse select[name=kind]", "offset").await?;
+    browser.fill("#browse input[name=value]", "ten").await?;
+    browser.click("#browse button[type=submit]").await?;
+    browser.wait_text("#browse .field-error[data-for=value]", "whole number").await?;
+    browser.fill("#browse input[name=value]", "0").await?;
+    browser.click("#browse button[type=submit]").await?;
+    browser.wait_text("#page-status", "Offsets 0–1 of 2").await?;
 
     browser.click("#mode-json").await?;
     browser.wait_text(".payload.json", "\"item\": \"tea\"").await?;
@@ -173,7 +192,8 @@ async fn overview_under_traffic(
         }
         anyhow::Ok(())
     };
-    let (seen, produced) = tokio::join!(console.browser.wait_for("a throughput above zero", check, json!([])), producing);
+    let (seen, produced) =
+        tokio::join!(console.browser.wait_for("a throughput above zero", check, json!([])), producing);
     produced?;
     seen?;
     console.screenshot("overview.png").await
@@ -198,8 +218,9 @@ async fn lag_scenario(console: &Console) -> anyhow::Result<()> {
     browser.wait_for("no lag on an empty topic", lag_is, json!(["0"])).await?;
 
     for partition in 0..2 {
-        let mut batch: Vec<IggyMessage> =
-            (0..100).map(|i| message(u128::from(partition * 1000 + i + 1), format!("event {i}").into_bytes(), None)).collect();
+        let mut batch: Vec<IggyMessage> = (0..100)
+            .map(|i| message(u128::from(partition * 1000 + i + 1), format!("event {i}").into_bytes(), None))
+            .collect();
         client.send_messages(&stream, &topic, &Partitioning::partition_id(partition), &mut batch).await?;
     }
     browser.wait_for("the lag to reach 200", lag_is, json!(["200"])).await?;
@@ -211,7 +232,8 @@ async fn lag_scenario(console: &Console) -> anyhow::Result<()> {
     let as_group = Consumer::group(named("workers"));
     let mut consumed = 0;
     for _ in 0..40 {
-        let polled = consumer.poll_messages(&stream, &topic, None, &as_group, &PollingStrategy::next(), 20, true).await?;
+        let polled =
+            consumer.poll_messages(&stream, &topic, None, &as_group, &PollingStrategy::next(), 20, true).await?;
         consumed += polled.messages.len();
         if consumed >= 200 {
             break;
@@ -342,6 +364,19 @@ async fn pages_scenario(console: &Console) -> anyhow::Result<()> {
     browser.wait_text(".nodes-table", "healthy").await?;
     browser.wait_text("#cluster-view", "").await?;
 
+    // Retention edited in the form shows in the settings; a stored offset shows with its lag.
+    let mut batch: Vec<IggyMessage> = (0..10).map(|i| message(i + 1, b"kept".to_vec(), None)).collect();
+    client.send_messages(&named("doomed"), &named("gone"), &Partitioning::partition_id(0), &mut batch).await?;
+    let reader = Consumer::new(Identifier::numeric(5)?);
+    client.store_consumer_offset(&reader, &named("doomed"), &named("gone"), Some(0), 3).await?;
+    console.open(&format!("/streams/{stream_id}/topics/{topic_id}")).await?;
+    browser.wait_text(".offsets-table", "consumer\t5\t0\t3\t6").await?;
+    browser.fill("#edit-topic input[name=message_expiry_s]", "3600").await?;
+    browser.click("#edit-topic button[type=submit]").await?;
+    browser.wait_text(".settings-table", "1 h").await?;
+    let topic = client.get_topic(&named("doomed"), &named("gone")).await?.expect("topic");
+    assert_eq!(topic.message_expiry, IggyExpiry::ExpireDuration(IggyDuration::from(3_600_000_000u64)));
+
     console.open(&format!("/streams/{stream_id}")).await?;
     browser.click("#purge-stream").await?;
     browser.click("#confirm-yes").await?;
@@ -352,5 +387,12 @@ async fn pages_scenario(console: &Console) -> anyhow::Result<()> {
     browser.wait_text("#stream-title", "doomed").await?;
     browser.wait_text("#topics", "Nothing here yet").await?;
     assert!(client.get_topic(&named("doomed"), &named("gone")).await?.is_none(), "the topic is deleted");
+
+    browser.click("#logout").await?;
+    browser.wait_text("#login", "Log in").await?;
+    console.open("/streams").await?;
+    browser.wait_text("#login", "Log in").await?;
+    let kept = browser.script("return sessionStorage.getItem('rill.session');", json!([])).await?;
+    assert_eq!(kept, serde_json::Value::Null, "logging out forgets the token");
     Ok(())
 }

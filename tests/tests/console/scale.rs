@@ -28,8 +28,9 @@ async fn scale_scenario(console: &Console) -> anyhow::Result<()> {
     let (stream, topic) = (named("big"), named("t"));
     let started = Instant::now();
     for first in (0..MESSAGES).step_by(BATCH as usize) {
-        let mut batch: Vec<IggyMessage> =
-            (first..first + BATCH).map(|n| message(u128::from(n) + 1, format!("message {n:07}").into_bytes(), None)).collect();
+        let mut batch: Vec<IggyMessage> = (first..first + BATCH)
+            .map(|n| message(u128::from(n) + 1, format!("message {n:07}").into_bytes(), None))
+            .collect();
         client.send_messages(&stream, &topic, &Partitioning::partition_id(0), &mut batch).await?;
     }
     let filled = started.elapsed();
@@ -50,11 +51,15 @@ async fn scale_scenario(console: &Console) -> anyhow::Result<()> {
     browser.wait_text("#message-list", "message 0999999").await?;
     browser.click("#page-older").await?;
     browser.wait_text("#page-status", "Offsets 999,900–999,949").await?;
-    let middle = format!("/streams/{stream_id}/topics/{topic_id}/messages?partition=0&kind=offset&value=500000&count=50");
+    let middle =
+        format!("/streams/{stream_id}/topics/{topic_id}/messages?partition=0&kind=offset&value=500000&count=50");
     let middle_page = time_to(console, &middle, "#page-status", "Offsets 500,000–500,049").await?;
-    let rendered = browser.script("return document.querySelectorAll('#message-list .message').length;", serde_json::json!([])).await?;
+    let rendered = browser
+        .script("return document.querySelectorAll('#message-list .message').length;", serde_json::json!([]))
+        .await?;
     assert_eq!(rendered, serde_json::json!(50), "one page of messages is drawn, not the partition");
-    let topic_page = time_to(console, &format!("/streams/{stream_id}/topics/{topic_id}"), ".partitions-table", "1,000,000").await?;
+    let topic_page =
+        time_to(console, &format!("/streams/{stream_id}/topics/{topic_id}"), ".partitions-table", "1,000,000").await?;
 
     let report = format!(
         "console time to first render (debug server, headless Chromium): streams list of {STREAMS} streams {} ms; \
