@@ -44,6 +44,8 @@ pub struct ClusterConfig {
     pub replicas: Vec<String>,
     pub client_addresses: Vec<String>,
     pub replica_id: u8,
+    /// `[cluster.auth]` and `[cluster.tls]`.
+    pub security: crate::config_cluster::ReplicaSecurityConfig,
 }
 
 impl ClusterConfig {
@@ -215,21 +217,25 @@ pub fn load(file: Option<(&str, &str)>, env: &BTreeMap<String, String>) -> anyho
     Ok(config)
 }
 
+/// Keys whose values are secrets: never written to the effective config on disk.
+const SECRET_KEYS: &[&str] = &[
+    "http.jwt.encoding_secret",
+    "system.encryption.key",
+    "cluster.auth.shared_secret",
+    "cluster.auth.previous_shared_secret",
+];
+
 /// The effective config with secrets masked: it is written to disk.
 fn redacted(merged: &Value) -> Value {
     let mut copy = merged.clone();
-    let secret = copy
-        .get("http")
-        .and_then(|h| h.get("jwt"))
-        .and_then(|j| j.get("encoding_secret"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    if secret.is_some_and(|s| !s.is_empty()) {
-        set_path(&mut copy, "http.jwt.encoding_secret", Value::String("<redacted>".into()));
-    }
-    let key = copy.get("system").and_then(|s| s.get("encryption")).and_then(|e| e.get("key")).and_then(Value::as_str);
-    if key.is_some_and(|k| !k.is_empty()) {
-        set_path(&mut copy, "system.encryption.key", Value::String("<redacted>".into()));
+    for key in SECRET_KEYS {
+        let mut value = Some(&copy);
+        for part in key.split('.') {
+            value = value.and_then(|v| v.get(part));
+        }
+        if value.and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+            set_path(&mut copy, key, Value::String("<redacted>".into()));
+        }
     }
     copy
 }
@@ -355,6 +361,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         replicas: list("cluster.replicas")?,
         client_addresses: list("cluster.client_addresses")?,
         replica_id: 0,
+        security: crate::config_cluster::replica_security(&leaves)?,
     };
     Ok(Config {
         data: crate::config_data::data_config(&leaves)?,

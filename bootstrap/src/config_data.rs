@@ -10,11 +10,11 @@ use rill_domain::retention::RetentionDefaults;
 use rill_domain::topic_options::{NEVER_EXPIRE, UNLIMITED_SIZE, parse_duration_us, parse_size_bytes};
 use toml::Value;
 
-fn text<'a>(leaves: &'a BTreeMap<String, Value>, key: &str) -> &'a str {
+pub(crate) fn text<'a>(leaves: &'a BTreeMap<String, Value>, key: &str) -> &'a str {
     leaves[key].as_str().expect("types were checked against the defaults")
 }
 
-fn flag(leaves: &BTreeMap<String, Value>, key: &str) -> bool {
+pub(crate) fn flag(leaves: &BTreeMap<String, Value>, key: &str) -> bool {
     leaves[key].as_bool().expect("types were checked against the defaults")
 }
 

@@ -18,15 +18,8 @@ pub const RENAMED: &[(&str, &str)] = &[
 /// Keys whose value asks for a protection Rill cannot give, with what it would take: a
 /// start that sets them so stops, since running without the protection is worse than not
 /// running. `(key, the value that is fine, why)`.
-const UNHONOURED: &[(&str, &str, &str)] = &[
-    (
-        "cluster.auth.enabled",
-        "false",
-        "replica-plane authentication is not built yet; keep the replica port on a private network",
-    ),
-    ("cluster.tls.enabled", "false", "TLS on the replica plane is not built yet"),
-    ("http.jwt.algorithm", "HS256", "Rill signs and checks HTTP tokens with HS256 only"),
-];
+const UNHONOURED: &[(&str, &str, &str)] =
+    &[("http.jwt.algorithm", "HS256", "Rill signs and checks HTTP tokens with HS256 only")];
 
 /// Iggy keys whose given value is what Rill does anyway (its fixed directory layout, ...):
 /// taken without a word, as are `UNHONOURED` keys at their harmless value. Any other value
@@ -174,9 +167,9 @@ mod tests {
     #[test]
     fn a_protection_rill_cannot_give_stops_the_start() {
         let none = BTreeMap::new();
-        assert!(refuse_unhonoured(&leaves("[cluster.auth]\nenabled = false\n"), &none).is_ok());
-        let error = refuse_unhonoured(&leaves("[cluster.auth]\nenabled = true\n"), &none).unwrap_err().to_string();
-        assert!(error.contains("cluster.auth.enabled"), "{error}");
+        assert!(refuse_unhonoured(&leaves("[http.jwt]\nalgorithm = \"HS256\"\n"), &none).is_ok());
+        let error = refuse_unhonoured(&leaves("[http.jwt]\nalgorithm = \"ES256\"\n"), &none).unwrap_err().to_string();
+        assert!(error.contains("http.jwt.algorithm"), "{error}");
         let env = BTreeMap::from([("IGGY_HTTP_JWT_ALGORITHM".to_owned(), "RS256".to_owned())]);
         let error = refuse_unhonoured(&BTreeMap::new(), &env).unwrap_err().to_string();
         assert!(error.contains("http.jwt.algorithm") && error.contains("RS256"), "{error}");

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod config_cluster;
 pub mod config_data;
 pub mod config_iggy;
 pub mod dotenv;

@@ -395,7 +395,7 @@ impl Shard0 {
         };
         let system = Rc::new(Shard::new(parts));
         compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
-        crate::cluster::serve(&system, replica_plane);
+        crate::cluster::serve(&system, &self.config.cluster, replica_plane);
         system.start_replication(pending).await;
         system.open_owned_partitions().await?;
         for _ in 1..self.shard_count {

@@ -1,30 +1,58 @@
 //! The replica plane over TCP, on shard 0's event loop: each node listens on its roster
-//! address for peers and keeps one outbound connection to every other replica. Messages
-//! are the domain codec's self-delimiting, checksummed frames. Sending never blocks: each
-//! peer has a bounded queue drained by its own task, which reconnects after a failure;
-//! what does not fit is dropped, as the protocol expects of a network.
+//! address for peers and keeps one outbound connection to every other replica. Every
+//! connection first runs the handshake (`handshake.rs`: the pre-shared key proven both
+//! ways), inside TLS when `[cluster.tls]` is on; a peer that fails it is refused and logged,
+//! and nothing it sent reaches the replica. Messages are the domain codec's
+//! self-delimiting, checksummed frames. Sending never blocks: each peer has a bounded queue
+//! drained by its own task, which reconnects after a failure; what does not fit is dropped,
+//! as the protocol expects of a network.
+
+pub mod handshake;
+mod link;
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use compio::BufResult;
-use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
+use compio::tls::{TlsAcceptor, TlsConnector};
 use rill_application::ports::ReplicaNetwork;
 use rill_domain::vsr::{Message, decode_message, encode_message, frame_len};
+
+use handshake::{Acceptor, CHALLENGE_LEN, Dialer, HELLO_LEN, Keys, Refusal, TAG_LEN};
+use link::Link;
 
 /// Messages queued for one peer at most; beyond it new messages are dropped.
 const QUEUE_MAX: usize = 4096;
 /// Pause before dialing a peer again after a failed connection.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// Pause after a peer refused the handshake: a misconfigured node retries slowly.
+const REFUSED_DELAY: Duration = Duration::from_secs(1);
+/// TLS and the handshake must be done within this, or the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The same refusal from the same address is logged at most this often.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What the plane calls for every message that arrives.
 pub type Handler = Rc<dyn Fn(Message) -> Pin<Box<dyn Future<Output = ()>>>>;
+
+/// How connections prove themselves: the keys, and TLS both ways when it is on.
+#[derive(Clone)]
+pub struct Security {
+    pub keys: Keys,
+    pub tls: Option<(TlsAcceptor, TlsConnector)>,
+}
+
+impl Security {
+    pub fn open() -> Self {
+        Self { keys: Keys::none(), tls: None }
+    }
+}
 
 /// One peer's outbound queue and the signal that wakes its sender task.
 struct Peer {
@@ -59,14 +87,15 @@ pub async fn bind(address: &str) -> io::Result<TcpListener> {
 
 /// Starts one sender task per other replica in `roster` (indexed by replica id) and
 /// returns the network to send through.
-pub fn connect(roster: Vec<String>, replica_id: u8) -> TcpReplicaNetwork {
+pub fn connect(roster: Vec<String>, replica_id: u8, security: Security) -> TcpReplicaNetwork {
     let peers = roster
         .into_iter()
         .enumerate()
         .map(|(index, address)| {
             (index != replica_id as usize).then(|| {
                 let peer = Rc::new(Peer { queue: RefCell::new(VecDeque::new()), ready: async_lock::Semaphore::new(0) });
-                compio::runtime::spawn(sender(peer.clone(), address)).detach();
+                let dial = Dial { address, me: replica_id, them: index as u8, security: security.clone() };
+                compio::runtime::spawn(sender(peer.clone(), dial)).detach();
                 peer
             })
         })
@@ -74,13 +103,44 @@ pub fn connect(roster: Vec<String>, replica_id: u8) -> TcpReplicaNetwork {
     TcpReplicaNetwork { peers }
 }
 
-/// Serves peers' connections on `listener`, handing every message to `handler`.
-pub async fn serve(listener: TcpListener, handler: Handler) {
+/// Refusals already logged, so a misconfigured node retrying does not flood the log.
+#[derive(Default)]
+struct RefusalLog(RefCell<HashMap<(IpAddr, String), LoggedRefusal>>);
+
+/// When a refusal was last logged, and how many times it happened since.
+type LoggedRefusal = (Option<Instant>, u64);
+
+impl RefusalLog {
+    fn refused(&self, peer: SocketAddr, reason: &str) {
+        let mut seen = self.0.borrow_mut();
+        let entry = seen.entry((peer.ip(), reason.to_owned())).or_insert((None, 0));
+        entry.1 += 1;
+        if entry.0.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
+            tracing::warn!(%peer, reason, times = entry.1, "replica plane: refused a connection");
+            *entry = (Some(Instant::now()), 0);
+        }
+    }
+}
+
+/// Serves peers' connections on `listener`: each passes TLS (when on) and the handshake,
+/// then every message it sends goes to `handler`.
+pub async fn serve(listener: TcpListener, handler: Handler, security: Security, replica_id: u8, replicas: u8) {
+    let refusals = Rc::new(RefusalLog::default());
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                compio::runtime::spawn(receive(stream, peer, handler.clone())).detach();
+                let (handler, security, refusals) = (handler.clone(), security.clone(), refusals.clone());
+                compio::runtime::spawn(async move {
+                    let admitted =
+                        compio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &security, replica_id, replicas)).await;
+                    match admitted {
+                        Ok(Ok((link, from))) => receive(link, peer, from, handler).await,
+                        Ok(Err(reason)) => refusals.refused(peer, &reason),
+                        Err(_) => refusals.refused(peer, "no handshake within 5 s"),
+                    }
+                })
+                .detach();
             }
             Err(error) => {
                 tracing::warn!(%error, "replica plane accept failed");
@@ -90,22 +150,44 @@ pub async fn serve(listener: TcpListener, handler: Handler) {
     }
 }
 
+/// The acceptor's side of a new connection: TLS, then the handshake. The verified peer's
+/// replica id, or why it was refused.
+async fn admit(stream: TcpStream, security: &Security, me: u8, replicas: u8) -> Result<(Link, u8), String> {
+    let mut link = match &security.tls {
+        Some((acceptor, _)) => {
+            Link::Tls(Box::new(acceptor.accept(stream).await.map_err(|e| format!("TLS handshake failed: {e}"))?))
+        }
+        None => Link::Plain(stream),
+    };
+    // The magic alone first: a client that dialed this port by mistake is told apart at once
+    // instead of waiting out the timeout for bytes it will never send.
+    let magic: [u8; 8] = link.read_array().await.map_err(|_| Refusal::NotAReplica.to_string())?;
+    if magic != handshake::MAGIC {
+        return Err(Refusal::NotAReplica.to_string());
+    }
+    let rest: [u8; HELLO_LEN - 8] = link.read_array().await.map_err(|_| Refusal::NotAReplica.to_string())?;
+    let mut hello = [0u8; HELLO_LEN];
+    hello[..8].copy_from_slice(&magic);
+    hello[8..].copy_from_slice(&rest);
+    let (acceptor, challenge) =
+        Acceptor::challenge(security.keys.clone(), me, replicas, &hello).map_err(|r| r.to_string())?;
+    link.write(challenge.to_vec()).await.map_err(|e| format!("write failed: {e}"))?;
+    let proof: [u8; TAG_LEN] = link.read_array().await.map_err(|_| Refusal::WrongKey.to_string())?;
+    acceptor.verify(&proof).map_err(|r| r.to_string())?;
+    Ok((link, acceptor.peer))
+}
+
 /// Reads frames until the peer closes or sends something that is not a frame; a bad
 /// frame ends the connection (the peer reconnects), it never reaches the replica.
-async fn receive(mut stream: TcpStream, peer: std::net::SocketAddr, handler: Handler) {
+async fn receive(mut link: Link, peer: SocketAddr, from: u8, handler: Handler) {
+    tracing::debug!(%peer, replica = from, "replica plane: peer admitted");
     loop {
-        let BufResult(result, prefix) = stream.read_exact([0u8; 4]).await;
-        if result.is_err() {
-            return;
-        }
+        let Ok(prefix) = link.read_array::<4>().await else { return };
         let Ok(len) = frame_len(&prefix) else {
             tracing::warn!(%peer, "replica plane: refused an oversized or malformed frame");
             return;
         };
-        let BufResult(result, rest) = stream.read_exact(vec![0u8; len - 4]).await;
-        if result.is_err() {
-            return;
-        }
+        let Ok(rest) = link.read_vec(len - 4).await else { return };
         let mut frame = Vec::with_capacity(len);
         frame.extend_from_slice(&prefix);
         frame.extend_from_slice(&rest);
@@ -119,33 +201,83 @@ async fn receive(mut stream: TcpStream, peer: std::net::SocketAddr, handler: Han
     }
 }
 
+/// Where and how one sender task dials its peer.
+struct Dial {
+    address: String,
+    me: u8,
+    them: u8,
+    security: Security,
+}
+
+impl Dial {
+    /// A connection that passed TLS (when on) and the handshake.
+    async fn open(&self) -> Result<Link, DialError> {
+        let stream = TcpStream::connect(self.address.as_str()).await.map_err(|_| DialError::Unreachable)?;
+        let _ = stream.set_nodelay(true);
+        let mut link = match &self.security.tls {
+            Some((_, connector)) => {
+                let host = self.address.rsplit_once(':').map_or(self.address.as_str(), |(host, _)| host);
+                let tls = connector.connect(host.trim_matches(['[', ']']), stream).await;
+                Link::Tls(Box::new(tls.map_err(|e| DialError::Refused(format!("TLS handshake failed: {e}")))?))
+            }
+            None => Link::Plain(stream),
+        };
+        let dialer = Dialer::new(self.security.keys.clone(), self.me, self.them);
+        let lost = |_| DialError::Refused("the peer closed the connection during the handshake".into());
+        link.write(dialer.hello().to_vec()).await.map_err(lost)?;
+        let challenge: [u8; CHALLENGE_LEN] = link.read_array().await.map_err(lost)?;
+        let proof = dialer.answer(&challenge).map_err(|r| DialError::Refused(r.to_string()))?;
+        link.write(proof.to_vec()).await.map_err(lost)?;
+        Ok(link)
+    }
+}
+
+enum DialError {
+    Unreachable,
+    Refused(String),
+}
+
 /// Drains one peer's queue over a connection, dialing again whenever it breaks. A
 /// message whose write failed is dropped; the protocol re-sends what matters.
-async fn sender(peer: Rc<Peer>, address: String) {
-    let mut connection: Option<TcpStream> = None;
+async fn sender(peer: Rc<Peer>, dial: Dial) {
+    let mut connection: Option<Link> = None;
+    let mut last_refusal: Option<(String, Instant)> = None;
     loop {
         peer.ready.acquire().await.forget();
         let Some(frame) = peer.queue.borrow_mut().pop_front() else { continue };
         if connection.is_none() {
-            match TcpStream::connect(address.as_str()).await {
-                Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
-                    connection = Some(stream);
-                }
-                Err(_) => {
-                    // Peer down: drop what is queued rather than deliver stale messages later
-                    // (spare permits only make the loop find an empty queue).
+            let opened = compio::time::timeout(HANDSHAKE_TIMEOUT, dial.open()).await;
+            match opened {
+                Ok(Ok(link)) => connection = Some(link),
+                failed => {
+                    // Peer down or refusing: drop what is queued rather than deliver stale
+                    // messages later (spare permits only make the loop find an empty queue).
                     peer.queue.borrow_mut().clear();
-                    compio::time::sleep(RECONNECT_DELAY).await;
+                    let reason = match failed {
+                        Ok(Err(DialError::Refused(reason))) => Some(reason),
+                        Err(_) => Some("no handshake within 5 s".to_owned()),
+                        _ => None,
+                    };
+                    let Some(reason) = reason else {
+                        compio::time::sleep(RECONNECT_DELAY).await;
+                        continue;
+                    };
+                    let repeat = last_refusal
+                        .as_ref()
+                        .is_some_and(|(last, at)| *last == reason && at.elapsed() < REFUSAL_LOG_INTERVAL);
+                    if !repeat {
+                        tracing::warn!(peer = %dial.address, reason, "replica plane: cannot join peer");
+                        last_refusal = Some((reason, Instant::now()));
+                    }
+                    compio::time::sleep(REFUSED_DELAY).await;
                     continue;
                 }
             }
         }
-        if let Some(stream) = connection.as_mut() {
-            let BufResult(result, _) = stream.write_all(frame).await;
-            if result.is_err() {
-                connection = None;
-            }
+        if let Some(link) = connection.as_mut()
+            && link.write(frame).await.is_err()
+        {
+            connection = None;
         }
     }
 }

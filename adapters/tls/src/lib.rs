@@ -1,4 +1,6 @@
-//! TLS server configuration shared by every transport (TCP, WebSocket, QUIC).
+//! TLS configuration shared by every transport (TCP, WebSocket, QUIC, HTTP) and the replica
+//! plane, which also dials: its client side trusts a CA file, or any certificate when the
+//! cluster runs on self-signed ones (the pre-shared-key handshake inside then authenticates).
 //!
 //! The one rule for certificates: a transport uses the certificate and key files its config
 //! names; with none named (or `self_signed = true`) it uses the server's self-signed
@@ -38,6 +40,15 @@ pub fn load(cert_file: &Path, key_file: &Path) -> Result<Identity, String> {
     Ok(Identity { chain, key })
 }
 
+/// A self-signed certificate for `names`, kept in memory only.
+pub fn generate(names: &[String]) -> Result<Identity, String> {
+    let certified = rcgen::generate_simple_self_signed(names.to_vec())
+        .map_err(|error| format!("cannot generate a self-signed certificate: {error}"))?;
+    let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
+        .map_err(|error| format!("self-signed key: {error}"))?;
+    Ok(Identity { chain: vec![certified.cert.der().clone()], key })
+}
+
 /// Generates the self-signed certificate for `names` and writes its PEM under `data_path`.
 pub fn self_signed(names: &[String], data_path: &Path) -> Result<(Identity, PathBuf), String> {
     let certified = rcgen::generate_simple_self_signed(names.to_vec())
@@ -69,6 +80,84 @@ pub fn server_config(identity: &Identity, alpn: &[&[u8]]) -> Result<Arc<rustls::
     Ok(Arc::new(config))
 }
 
+/// Whom a dialing side trusts.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// The certificates of a PEM file of trust anchors.
+    CaFile(PathBuf),
+    /// Any certificate: for peers on self-signed certificates, which something else inside
+    /// the connection authenticates (the replica plane's key handshake).
+    AnyCertificate,
+}
+
+/// Accepts every certificate, and still checks that the peer signed the handshake with the
+/// key of the certificate it sent.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A rustls client configuration offering `alpn`, trusting `trust`.
+pub fn client_config(trust: &Trust, alpn: &[&[u8]]) -> Result<Arc<rustls::ClientConfig>, String> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("TLS protocol versions: {error}"))?;
+    let mut config = match trust {
+        Trust::AnyCertificate => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider())))
+            .with_no_client_auth(),
+        Trust::CaFile(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certificates = CertificateDer::pem_file_iter(path)
+                .map_err(|error| format!("cannot read CA file {}: {error}", path.display()))?;
+            for certificate in certificates {
+                let certificate = certificate.map_err(|error| format!("CA file {}: {error}", path.display()))?;
+                roots.add(certificate).map_err(|error| format!("CA file {}: {error}", path.display()))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("CA file {} holds no certificate", path.display()));
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +172,9 @@ mod tests {
         let loaded = load(&cert_path, &key_path).unwrap();
         assert_eq!(loaded.chain, identity.chain);
         assert!(load(&dir.join("missing.pem"), &key_path).unwrap_err().contains("missing.pem"));
+        assert!(client_config(&Trust::CaFile(cert_path.clone()), &[b"x"]).is_ok());
+        assert!(client_config(&Trust::AnyCertificate, &[]).is_ok());
+        assert!(client_config(&Trust::CaFile(key_path.clone()), &[]).unwrap_err().contains("no certificate"));
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -11,12 +11,19 @@ use rill_tests::{TestServer, connect_root_no_reconnect, free_port};
 
 const NODES: usize = 3;
 
-struct Cluster {
-    nodes: Vec<TestServer>,
-    addresses: Vec<String>,
+pub(crate) struct Cluster {
+    pub nodes: Vec<TestServer>,
+    pub addresses: Vec<String>,
+    /// Each node's replica-plane address.
+    pub planes: Vec<String>,
 }
 
 fn start_cluster() -> anyhow::Result<Cluster> {
+    start_cluster_with(&|_| Vec::new())
+}
+
+/// Three nodes, each with the extra environment `extra(replica id)` gives it.
+pub(crate) fn start_cluster_with(extra: &dyn Fn(usize) -> Vec<(&'static str, String)>) -> anyhow::Result<Cluster> {
     let tcp: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let plane: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let replicas = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
@@ -31,14 +38,18 @@ fn start_cluster() -> anyhow::Result<Cluster> {
     let mut nodes = Vec::new();
     for (replica, port) in tcp.iter().enumerate() {
         let id = replica.to_string();
-        nodes.push(TestServer::start_node(*port, &env, &["--replica-id", &id])?);
+        let own = extra(replica);
+        let mut node_env = env.to_vec();
+        node_env.extend(own.iter().map(|(key, value)| (*key, value.as_str())));
+        nodes.push(TestServer::start_node(*port, &node_env, &["--replica-id", &id])?);
     }
     let addresses = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    Ok(Cluster { nodes, addresses })
+    let planes = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    Ok(Cluster { nodes, addresses, planes })
 }
 
 /// Runs `attempt` until it succeeds; an error means "not yet" until `timeout` has passed.
-async fn eventually<F, Fut>(timeout: Duration, what: &str, mut attempt: F) -> anyhow::Result<()>
+pub(crate) async fn eventually<F, Fut>(timeout: Duration, what: &str, mut attempt: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
@@ -56,7 +67,7 @@ where
 }
 
 /// GET_STREAMS on one node, read from that node's own view.
-fn streams_on(address: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn streams_on(address: &str) -> anyhow::Result<Vec<u8>> {
     let mut stream = raw::connect(address)?;
     let client = 0xc1u128 << 120 | free_port() as u128;
     let session = raw::try_login(&mut stream, client).map_err(anyhow::Error::msg)?;
@@ -67,7 +78,7 @@ fn streams_on(address: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Stream names in a GET_STREAMS body (records of 33 fixed bytes, the name, options).
-fn names(body: &[u8]) -> Vec<String> {
+pub(crate) fn names(body: &[u8]) -> Vec<String> {
     let mut names = Vec::new();
     let mut at = 0;
     while at + 33 <= body.len() {
@@ -80,7 +91,7 @@ fn names(body: &[u8]) -> Vec<String> {
 }
 
 /// Creates `name` through whichever of `candidates` accepts it (the primary).
-async fn create_through_any(cluster: &Cluster, candidates: &[usize], name: &str) -> anyhow::Result<()> {
+pub(crate) async fn create_through_any(cluster: &Cluster, candidates: &[usize], name: &str) -> anyhow::Result<()> {
     let mut last = None;
     for &node in candidates {
         match connect_root_no_reconnect(&cluster.addresses[node]).await {

@@ -119,9 +119,22 @@ fn a_numa_allocation_that_was_required_stops_the_start() -> anyhow::Result<()> {
 
 #[test]
 fn a_protection_rill_cannot_give_stops_the_start() -> anyhow::Result<()> {
-    let (code, stderr) = run_refused(&[("IGGY_CLUSTER_AUTH_ENABLED", "true")])?;
+    let (code, stderr) = run_refused(&[("IGGY_HTTP_JWT_ALGORITHM", "RS256")])?;
     assert_eq!(code, Some(2), "stderr: {stderr}");
-    assert!(stderr.contains("cluster.auth.enabled"), "stderr: {stderr}");
+    assert!(stderr.contains("http.jwt.algorithm"), "stderr: {stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_replica_key_too_short_or_tls_without_a_key_stops_the_start() -> anyhow::Result<()> {
+    let (code, stderr) =
+        run_refused(&[("IGGY_CLUSTER_AUTH_ENABLED", "true"), ("IGGY_CLUSTER_AUTH_SHARED_SECRET", "short")])?;
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("cluster.auth.shared_secret") && stderr.contains("5 bytes"), "stderr: {stderr}");
+    assert!(!stderr.contains("short"), "the key itself is never printed: {stderr}");
+    let (code, stderr) = run_refused(&[("IGGY_CLUSTER_TLS_ENABLED", "true")])?;
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("needs `cluster.auth.enabled`"), "stderr: {stderr}");
     Ok(())
 }
 

@@ -21,6 +21,7 @@ mod metrics;
 mod offsets;
 mod packaging;
 mod permissions;
+mod replica_plane;
 mod restart;
 mod retention;
 mod sessions;

@@ -32,6 +32,17 @@ impl Console {
         Ok(Self { server, browser, origin: format!("http://{address}"), name })
     }
 
+    /// Runs `scenario` on a fresh console, then `finish`es it.
+    pub async fn run(
+        name: &'static str,
+        extra_env: &[(&str, &str)],
+        scenario: impl AsyncFnOnce(&mut Console) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut console = Self::start(name, extra_env).await?;
+        let result = scenario(&mut console).await;
+        console.finish(result).await
+    }
+
     /// Opens a console page by its route (`/streams`, ...).
     pub async fn open(&self, route: &str) -> anyhow::Result<()> {
         self.browser.open(&format!("{}/ui/#{route}", self.origin)).await
@@ -103,12 +114,10 @@ async fn the_console_is_served_from_the_binary_and_can_be_turned_off() -> anyhow
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_send_and_browse_as_text_json_and_hex() -> anyhow::Result<()> {
-    let console = Console::start("browse", &[]).await?;
-    let result = browse_scenario(&console).await;
-    console.finish(result).await
+    Console::run("browse", &[], browse_scenario).await
 }
 
-async fn browse_scenario(console: &Console) -> anyhow::Result<()> {
+async fn browse_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     console.login("iggy", "iggy").await?;
     console.open("/streams").await?;
@@ -201,12 +210,10 @@ async fn overview_under_traffic(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_groups_lag_rises_then_falls_to_zero() -> anyhow::Result<()> {
-    let console = Console::start("lag", &[]).await?;
-    let result = lag_scenario(&console).await;
-    console.finish(result).await
+    Console::run("lag", &[], lag_scenario).await
 }
 
-async fn lag_scenario(console: &Console) -> anyhow::Result<()> {
+async fn lag_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     let client = connect_root(&console.server.tcp_address()).await?;
     let (stream_id, topic_id) = create_stream_and_topic(&client, "lag", "events", 2).await?;
@@ -249,12 +256,10 @@ async fn lag_scenario(console: &Console) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_without_permission_is_refused_and_told() -> anyhow::Result<()> {
-    let console = Console::start("refused", &[]).await?;
-    let result = refused_scenario(&console).await;
-    console.finish(result).await
+    Console::run("refused", &[], refused_scenario).await
 }
 
-async fn refused_scenario(console: &Console) -> anyhow::Result<()> {
+async fn refused_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     let admin = connect_root(&console.server.tcp_address()).await?;
     let mut permissions = Permissions::default();
@@ -279,12 +284,10 @@ async fn refused_scenario(console: &Console) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_session_goes_to_log_in_and_back_to_the_page() -> anyhow::Result<()> {
     let env = [("IGGY_HTTP_JWT_ACCESS_TOKEN_EXPIRY", "2 s"), ("IGGY_HTTP_JWT_CLOCK_SKEW", "1 s")];
-    let console = Console::start("expired", &env).await?;
-    let result = expired_scenario(&console).await;
-    console.finish(result).await
+    Console::run("expired", &env, expired_scenario).await
 }
 
-async fn expired_scenario(console: &Console) -> anyhow::Result<()> {
+async fn expired_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     let client = connect_root(&console.server.tcp_address()).await?;
     let (stream_id, topic_id) = create_stream_and_topic(&client, "kept", "page", 1).await?;
@@ -305,9 +308,7 @@ async fn expired_scenario(console: &Console) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_connection_is_shown_until_the_server_is_back() -> anyhow::Result<()> {
-    let mut console = Console::start("offline", &[]).await?;
-    let result = offline_scenario(&mut console).await;
-    console.finish(result).await
+    Console::run("offline", &[], offline_scenario).await
 }
 
 async fn offline_scenario(console: &mut Console) -> anyhow::Result<()> {
@@ -326,12 +327,10 @@ async fn offline_scenario(console: &mut Console) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_tokens_clients_cluster_and_deletes_with_confirmation() -> anyhow::Result<()> {
-    let console = Console::start("pages", &[]).await?;
-    let result = pages_scenario(&console).await;
-    console.finish(result).await
+    Console::run("pages", &[], pages_scenario).await
 }
 
-async fn pages_scenario(console: &Console) -> anyhow::Result<()> {
+async fn pages_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     let client = connect_root(&console.server.tcp_address()).await?;
     let (stream_id, topic_id) = create_stream_and_topic(&client, "doomed", "gone", 1).await?;

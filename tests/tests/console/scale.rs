@@ -16,12 +16,10 @@ const BATCH: u32 = 10_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_stay_usable_at_a_thousand_streams_and_a_million_messages() -> anyhow::Result<()> {
-    let console = Console::start("scale", &[]).await?;
-    let result = scale_scenario(&console).await;
-    console.finish(result).await
+    Console::run("scale", &[], scale_scenario).await
 }
 
-async fn scale_scenario(console: &Console) -> anyhow::Result<()> {
+async fn scale_scenario(console: &mut Console) -> anyhow::Result<()> {
     let browser = &console.browser;
     let client = connect_root(&console.server.tcp_address()).await?;
     let (stream_id, topic_id) = create_stream_and_topic(&client, "big", "t", 1).await?;
