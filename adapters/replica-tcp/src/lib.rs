@@ -37,6 +37,11 @@ const REFUSED_DELAY: Duration = Duration::from_secs(1);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The same refusal from the same address is logged at most this often.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// Distinct (address, reason) pairs remembered for that; past it the memory starts afresh.
+const REFUSALS_REMEMBERED: usize = 1024;
+/// Connections still in their handshake at most; more are closed at once, so a flood of
+/// connections to the replica port holds no more than this many tasks and sockets.
+const HANDSHAKES_MAX: usize = 64;
 
 /// What the plane calls for every message that arrives.
 pub type Handler = Rc<dyn Fn(Message) -> Pin<Box<dyn Future<Output = ()>>>>;
@@ -46,12 +51,6 @@ pub type Handler = Rc<dyn Fn(Message) -> Pin<Box<dyn Future<Output = ()>>>>;
 pub struct Security {
     pub keys: Keys,
     pub tls: Option<(TlsAcceptor, TlsConnector)>,
-}
-
-impl Security {
-    pub fn open() -> Self {
-        Self { keys: Keys::none(), tls: None }
-    }
 }
 
 /// One peer's outbound queue and the signal that wakes its sender task.
@@ -113,6 +112,9 @@ type LoggedRefusal = (Option<Instant>, u64);
 impl RefusalLog {
     fn refused(&self, peer: SocketAddr, reason: &str) {
         let mut seen = self.0.borrow_mut();
+        if seen.len() >= REFUSALS_REMEMBERED {
+            seen.clear();
+        }
         let entry = seen.entry((peer.ip(), reason.to_owned())).or_insert((None, 0));
         entry.1 += 1;
         if entry.0.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
@@ -126,14 +128,22 @@ impl RefusalLog {
 /// then every message it sends goes to `handler`.
 pub async fn serve(listener: TcpListener, handler: Handler, security: Security, replica_id: u8, replicas: u8) {
     let refusals = Rc::new(RefusalLog::default());
+    let handshaking = Rc::new(std::cell::Cell::new(0usize));
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                if handshaking.get() >= HANDSHAKES_MAX {
+                    refusals.refused(peer, "too many connections in their handshake");
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 let (handler, security, refusals) = (handler.clone(), security.clone(), refusals.clone());
+                let handshaking = handshaking.clone();
+                handshaking.set(handshaking.get() + 1);
                 compio::runtime::spawn(async move {
                     let admitted =
                         compio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &security, replica_id, replicas)).await;
+                    handshaking.set(handshaking.get() - 1);
                     match admitted {
                         Ok(Ok((link, from))) => receive(link, peer, from, handler).await,
                         Ok(Err(reason)) => refusals.refused(peer, &reason),
