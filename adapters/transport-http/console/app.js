@@ -171,5 +171,15 @@ onConnection((up) => {
   }, 2000);
 });
 
+// A failure no page caught (a timer's, a button's) still shows in the page, never only in
+// the browser's console; an expired session or a lost connection has its own path.
+function unexpected(reason) {
+  if (reason && (reason.kind === 'expired' || reason.kind === 'offline')) return;
+  const text = ((reason && reason.message) || String(reason)).replace(/\.+$/, '');
+  main.prepend(notice('error', `Something went wrong: ${text}. Reload the page to try again.`));
+}
+window.addEventListener('unhandledrejection', (event) => unexpected(event.reason));
+window.addEventListener('error', (event) => unexpected(event.error || event.message));
+
 window.addEventListener('hashchange', render);
 render();

@@ -278,6 +278,10 @@ async fn refused_scenario(console: &mut Console) -> anyhow::Result<()> {
     assert!(streams.iter().all(|s| s.name != "not-allowed"), "a refused create made nothing");
     console.open("/users").await?;
     browser.wait_text("main", "Permission denied").await?;
+    // A failure no page handles still shows in the page (an error thrown from outside the
+    // console's own scripts reaches it without its message, as "Script error").
+    browser.script("setTimeout(() => { throw new Error('boom'); }); return true;", json!([])).await?;
+    browser.wait_text("main", "Something went wrong: Script error. Reload the page").await?;
     Ok(())
 }
 
