@@ -28,8 +28,11 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::SendMessages { topic: t, .. } | Command::FlushUnsavedBuffer { topic: t, .. } => {
             topic(metadata, t, Access::Send)
         }
-        Command::PollMessages(request) => topic(metadata, &request.topic, Access::Poll),
+        Command::PollMessages(request) | Command::GetPollRouting(request) | Command::PollMessagesOnPrimary(request) => {
+            topic(metadata, &request.topic, Access::Poll)
+        }
         Command::GetConsumerOffset { topic: t, .. }
+        | Command::GetConsumerOffsetRouting { topic: t, .. }
         | Command::StoreConsumerOffset { topic: t, .. }
         | Command::DeleteConsumerOffset { topic: t, .. } => topic(metadata, t, Access::Poll),
         // Group membership, like group management, is a topic-read right, as in Iggy; the
@@ -53,6 +56,7 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::GetMe
         | Command::GetClusterMetadata
         | Command::DescribeOptions { .. }
+        | Command::AttachConsumerSession { .. }
         | Command::Unsupported { .. } => None,
         Command::Ping | Command::Register { .. } | Command::Logout => None,
     }

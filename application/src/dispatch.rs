@@ -32,10 +32,12 @@ pub struct BoundSession {
 /// Who runs a request: the client and connection it came from (both 0 through a
 /// connectionless gateway) and the authenticated user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Caller {
-    client: u128,
-    client_id: u32,
-    user_id: u32,
+pub(crate) struct Caller {
+    pub client: u128,
+    pub client_id: u32,
+    pub user_id: u32,
+    /// The session of the caller's login (0 through a gateway).
+    pub session: u64,
 }
 
 /// Per-connection state a transport keeps and passes to every `handle` call. The session
@@ -49,6 +51,9 @@ pub struct Connection {
     affinity: Cell<Affinity>,
     /// The shard this connection should move to, once its transport can move it.
     move_to: Cell<Option<u16>>,
+    /// The coordinator login (client, session) whose group identity this data connection
+    /// polls with (ATTACH_CONSUMER_SESSION, multi-node routing).
+    attached: Cell<Option<(u128, u64)>>,
 }
 
 /// What a connection is, apart from its socket: enough to go on serving it on another shard.
@@ -56,25 +61,40 @@ pub struct Connection {
 pub struct ConnectionState {
     pub client_id: u32,
     pub bound: Option<BoundSession>,
+    pub attached: Option<(u128, u64)>,
 }
 
 impl Connection {
     pub fn new(client_id: u32) -> Self {
-        Self::resume(ConnectionState { client_id, bound: None })
+        Self::resume(ConnectionState { client_id, bound: None, attached: None })
     }
 
     /// A connection moved from another shard, logged in as it was there.
     pub fn resume(state: ConnectionState) -> Self {
-        let ConnectionState { client_id, bound } = state;
-        Self { client_id, bound: Cell::new(bound), affinity: Cell::default(), move_to: Cell::new(None) }
+        let ConnectionState { client_id, bound, attached } = state;
+        let attached = Cell::new(attached);
+        Self { client_id, bound: Cell::new(bound), affinity: Cell::default(), move_to: Cell::new(None), attached }
     }
 
     pub fn state(&self) -> ConnectionState {
-        ConnectionState { client_id: self.client_id, bound: self.bound.get() }
+        ConnectionState { client_id: self.client_id, bound: self.bound.get(), attached: self.attached.get() }
     }
 
     pub fn bound(&self) -> Option<BoundSession> {
         self.bound.get()
+    }
+
+    /// The coordinator client this data connection polls for, once attached.
+    pub fn attached(&self) -> Option<u128> {
+        self.attached.get().map(|(client, _)| client)
+    }
+
+    pub(crate) fn attachment(&self) -> Option<(u128, u64)> {
+        self.attached.get()
+    }
+
+    pub(crate) fn attach(&self, client: u128, session: u64) {
+        self.attached.set(Some((client, session)));
     }
 
     /// The shard this connection's partition traffic says it belongs on, once; a transport
@@ -211,8 +231,10 @@ impl<E: Env> Shard<E> {
                 self.register(connection, header, protocol_version, &credentials).await
             }
             Command::Logout => {
+                connection.attached.set(None);
                 if connection.bound.take().is_some() {
                     self.shared.sessions.clients.set_user(connection.client_id, None);
+                    self.shared.sessions.clients.set_session(connection.client_id, None);
                 }
                 Outcome::reply(encode_reply(header, self.commit(), 0, &[]))
             }
@@ -225,7 +247,12 @@ impl<E: Env> Shard<E> {
             }
             _ => {
                 let bound = connection.bound().expect("checked above");
-                let caller = Caller { client: bound.client, client_id: connection.client_id, user_id: bound.user_id };
+                let caller = Caller {
+                    client: bound.client,
+                    client_id: connection.client_id,
+                    user_id: bound.user_id,
+                    session: bound.session,
+                };
                 let result =
                     self.run(caller, Some(connection), header.operation, header.code, frame, HEADER_SIZE).await;
                 Outcome::Reply(self.reply_frame(header, result))
@@ -278,6 +305,7 @@ impl<E: Env> Shard<E> {
         let bound = BoundSession { client: header.client, session, user_id };
         connection.bound.set(Some(bound));
         self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
+        self.shared.sessions.clients.set_session(connection.client_id, Some((header.client, session)));
         let mut body = Vec::new();
         response::login(&mut body, user_id, session);
         Outcome::reply(encode_reply(header, self.commit(), 0, &body))
@@ -313,6 +341,16 @@ impl<E: Env> Shard<E> {
                 let start = batch.as_ptr() as usize - buf.as_ptr() as usize;
                 let range = start..start + batch.len();
                 self.send_messages(&topic, &partitioning, messages_count, buf.slice(range)).await
+            }
+            // Multi-node routing: both need the connection itself.
+            Command::AttachConsumerSession { client, session, .. } => {
+                let connection = connection.ok_or(ErrorCode::FeatureUnavailable)?;
+                self.attach_consumer_session(connection, caller.user_id, client, session).map(Reply::Body)
+            }
+            Command::PollMessagesOnPrimary(request) => {
+                let coordinator = connection.and_then(Connection::attached).ok_or(ErrorCode::TransientNotAccepted)?;
+                self.require_primary()?;
+                self.poll_messages(coordinator, &request).await
             }
             command => self.execute(caller, operation, body, command).await,
         }
@@ -355,10 +393,14 @@ impl<E: Env> Shard<E> {
 
     /// The commands that answer with a small body: metadata, users, tokens, groups, queries.
     async fn execute_control(&self, caller: Caller, operation: u8, body: &[u8], command: Command<'_>) -> ShardReply {
-        let Caller { client, client_id, user_id } = caller;
+        let Caller { client, client_id, user_id, .. } = caller;
         match command {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
+            Command::GetPollRouting(request) => self.routing(&caller, &request.topic, request.partition_id),
+            Command::GetConsumerOffsetRouting { topic, partition_id, .. } => {
+                self.routing(&caller, &topic, partition_id)
+            }
             Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
             Command::GetSnapshot { compression, types } => self.get_snapshot(compression, types).await,
             Command::GetMe => self.get_client(client_id),
@@ -393,7 +435,9 @@ impl<E: Env> Shard<E> {
             | Command::FlushUnsavedBuffer { .. }
             | Command::GetConsumerOffset { .. }
             | Command::StoreConsumerOffset { .. }
-            | Command::DeleteConsumerOffset { .. } => unreachable!("partition commands are executed above"),
+            | Command::DeleteConsumerOffset { .. }
+            | Command::AttachConsumerSession { .. }
+            | Command::PollMessagesOnPrimary(_) => unreachable!("partition and connection commands are executed above"),
         }
     }
 }
@@ -418,7 +462,7 @@ impl<E: Env> Shard<E> {
             | Command::LeaveConsumerGroup { .. }
             | Command::SyncConsumerGroup { .. } => Err(ErrorCode::FeatureUnavailable),
             _ => {
-                let caller = Caller { client: 0, client_id: 0, user_id };
+                let caller = Caller { client: 0, client_id: 0, user_id, session: 0 };
                 let (operation, code) = (request.operation, request.code);
                 self.run(caller, None, operation, code, PoolBuf::plain(request.body), 0).await
             }

@@ -12,6 +12,8 @@ pub enum ErrorCode {
     FeatureUnavailable = 5,
     InvalidIdentifier = 6,
     ResourceNotFound = 20,
+    /// The session a request names has ended (ATTACH_CONSUMER_SESSION to a gone coordinator).
+    StaleClient = 30,
     Unauthenticated = 40,
     Unauthorized = 41,
     InvalidCredentials = 42,

@@ -21,6 +21,9 @@ pub enum Transport {
 pub struct ClientEntry {
     pub info: ClientInfo,
     pub shard: u16,
+    /// The VSR client id and session of its login, which a data connection names to
+    /// attach to it (ATTACH_CONSUMER_SESSION).
+    pub session: Option<(u128, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -40,7 +43,7 @@ impl ClientRegistry {
     pub fn connect(&self, address: String, transport: Transport, shard: u16) -> u32 {
         let client_id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let info = ClientInfo { client_id, user_id: None, transport: transport as u8, address };
-        self.lock().insert(client_id, ClientEntry { info, shard });
+        self.lock().insert(client_id, ClientEntry { info, shard, session: None });
         client_id
     }
 
@@ -59,6 +62,18 @@ impl ClientRegistry {
         if let Some(entry) = self.lock().get_mut(&client_id) {
             entry.info.user_id = user_id;
         }
+    }
+
+    /// Records (or, with `None`, forgets) the login a connection holds.
+    pub fn set_session(&self, client_id: u32, session: Option<(u128, u64)>) {
+        if let Some(entry) = self.lock().get_mut(&client_id) {
+            entry.session = session;
+        }
+    }
+
+    /// The user of the live login `(client, session)`, if a connection still holds it.
+    pub fn session_user(&self, client: u128, session: u64) -> Option<u32> {
+        self.lock().values().find(|e| e.session == Some((client, session))).and_then(|e| e.info.user_id)
     }
 
     pub fn get(&self, client_id: u32) -> Option<ClientInfo> {

@@ -12,6 +12,7 @@ mod metadata_ops;
 mod partitions;
 mod queries;
 mod replication;
+mod routing;
 mod snapshot;
 mod users;
 
@@ -313,7 +314,9 @@ impl<E: Env> Shard<E> {
     /// How long the next request's header may take to arrive, and why the connection is
     /// evicted when it does not (`None`: no limit). A logged-in connection has the idle
     /// limit; one without a session for `unbound_for_us` has the sooner of the idle limit
-    /// and what is left of the login timeout (0 once it ran out).
+    /// and what is left of the login timeout (0 once it ran out). A data connection
+    /// attached to a coordinator that is still logged in has none: the SDK never pings on
+    /// it, and the coordinator's own pings say the client is alive.
     pub fn header_deadline(
         &self,
         connection: &crate::Connection,
@@ -323,6 +326,11 @@ impl<E: Env> Shard<E> {
         let security = &self.shared.config.security;
         let idle = (security.session_idle_limit_us != 0)
             .then_some((security.session_idle_limit_us, EvictionReason::StaleClient));
+        if let Some((client, session)) = connection.attachment()
+            && self.shared.sessions.clients.session_user(client, session).is_some()
+        {
+            return None;
+        }
         if connection.bound().is_some() || security.login_timeout_us == 0 {
             return idle;
         }

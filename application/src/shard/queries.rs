@@ -193,8 +193,15 @@ impl<E: Env> Shard<E> {
             response::single_node_cluster(&mut out, &config.advertised_ip, config.ports);
             return out;
         }
+        response::cluster(&mut out, "rill-cluster", &self.cluster_nodes());
+        out
+    }
+
+    /// Every roster node as cluster metadata lists it, the current view's primary as leader.
+    pub(crate) fn cluster_nodes(&self) -> Vec<response::ClusterNode> {
         let role = self.shared.replica.role();
-        let nodes: Vec<response::ClusterNode> = config
+        self.shared
+            .config
             .cluster_nodes
             .iter()
             .enumerate()
@@ -205,9 +212,7 @@ impl<E: Env> Shard<E> {
                 role: if role.normal && role.primary as usize == index { 0 } else { 1 },
                 status: 0,
             })
-            .collect();
-        response::cluster(&mut out, "rill-cluster", &nodes);
-        out
+            .collect()
     }
 
     /// ClientDetails of one client, or an empty body when it is not connected.

@@ -122,11 +122,25 @@ pub struct Client {
     pub system: Rc<Shard<SimEnv>>,
     pub connection: Connection,
     request: u64,
+    /// The VSR client id its requests carry: its own per connection, as an SDK's.
+    pub vsr_client: u128,
 }
+
+/// VSR client ids handed out to test connections, never twice in one process.
+static NEXT_VSR_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
 
 impl Client {
     pub fn login(system: &Rc<Shard<SimEnv>>) -> Self {
         Self::register(system, b"\x04iggy\x04iggy")
+    }
+
+    /// A connection logged in as `username` with `password`.
+    pub fn login_as(system: &Rc<Shard<SimEnv>>, username: &str, password: &str) -> Self {
+        let mut credentials = vec![username.len() as u8];
+        credentials.extend_from_slice(username.as_bytes());
+        credentials.push(password.len() as u8);
+        credentials.extend_from_slice(password.as_bytes());
+        Self::register(system, &credentials)
     }
 
     /// A connection on `system` logged in with a personal access token (no password hash
@@ -141,7 +155,9 @@ impl Client {
     fn register(system: &Rc<Shard<SimEnv>>, credentials: &[u8]) -> Self {
         let client_id =
             system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
-        let mut client = Self { system: system.clone(), connection: Connection::new(client_id), request: 0 };
+        let vsr_client = u128::from(NEXT_VSR_CLIENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut client =
+            Self { system: system.clone(), connection: Connection::new(client_id), request: 0, vsr_client };
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
         body.extend_from_slice(credentials);
         body.extend_from_slice(&[0, 0, 0, 0]);
@@ -162,7 +178,7 @@ impl Client {
         self.request = request;
         let header = RequestHeader {
             size: 0,
-            client: 7,
+            client: self.vsr_client,
             request_checksum: 0,
             timestamp: 0,
             request,

@@ -6,12 +6,19 @@ pub mod code {
     pub const GET_SNAPSHOT_FILE: u32 = 11;
     pub const GET_CLUSTER_METADATA: u32 = 12;
     pub const DESCRIBE_OPTIONS: u32 = 13;
+    /// Multi-node routing (0.11): a data connection takes on its coordinator's identity.
+    pub const ATTACH_CONSUMER_SESSION: u32 = 14;
     pub const GET_ME: u32 = 20;
     pub const GET_CLIENT: u32 = 21;
     pub const GET_CLIENTS: u32 = 22;
     pub const POLL_MESSAGES: u32 = 100;
+    /// Multi-node routing: which node serves an auto-commit poll, and the poll run there.
+    pub const GET_POLL_ROUTING: u32 = 103;
+    pub const POLL_MESSAGES_ON_PRIMARY: u32 = 104;
     pub const FLUSH_UNSAVED_BUFFER: u32 = 102;
     pub const GET_CONSUMER_OFFSET: u32 = 120;
+    /// Multi-node routing: which node takes a store or delete of a consumer offset.
+    pub const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;
     pub const GET_STREAM: u32 = 200;
     pub const GET_STREAMS: u32 = 201;
     pub const GET_TOPIC: u32 = 300;
@@ -102,6 +109,10 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::NON_REPLICATED, code::GET_CONSUMER_GROUP) => "get_consumer_group",
         (o::NON_REPLICATED, code::GET_CONSUMER_GROUPS) => "get_consumer_groups",
         (o::NON_REPLICATED, code::SYNC_CONSUMER_GROUP) => "sync_consumer_group",
+        (o::NON_REPLICATED, code::ATTACH_CONSUMER_SESSION) => "attach_consumer_session",
+        (o::NON_REPLICATED, code::GET_POLL_ROUTING) => "get_poll_routing",
+        (o::NON_REPLICATED, code::POLL_MESSAGES_ON_PRIMARY) => "poll_messages_on_primary",
+        (o::NON_REPLICATED, code::GET_CONSUMER_OFFSET_ROUTING) => "get_consumer_offset_routing",
         (o::NON_REPLICATED, _) => "other_query",
         (o::REGISTER, _) => "login",
         (o::LOGOUT, _) => "logout",

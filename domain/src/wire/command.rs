@@ -85,6 +85,22 @@ pub enum Command<'a> {
         batch: &'a [u8],
     },
     PollMessages(PollRequest),
+    /// Which node serves this auto-commit poll (multi-node routing).
+    GetPollRouting(PollRequest),
+    /// The poll itself, on a data connection attached to its coordinator.
+    PollMessagesOnPrimary(PollRequest),
+    /// Which node takes a store or delete of this consumer offset.
+    GetConsumerOffsetRouting {
+        consumer: Consumer,
+        topic: TopicRef,
+        partition_id: Option<u32>,
+    },
+    /// Binds this (data) connection to the group identity of `client`'s session.
+    AttachConsumerSession {
+        client: u128,
+        session: u64,
+        metadata_watermark: u64,
+    },
     FlushUnsavedBuffer {
         topic: TopicRef,
         partition_id: u32,
@@ -405,14 +421,14 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
         code::GET_STREAMS => Command::GetStreams,
         code::GET_TOPIC => Command::GetTopic(topic_ref(reader)?),
         code::GET_TOPICS => Command::GetTopics { stream: Identifier::decode(reader)? },
-        code::POLL_MESSAGES => Command::PollMessages(PollRequest {
-            consumer: consumer(reader)?,
-            topic: topic_ref(reader)?,
-            partition_id: optional_partition(reader)?,
-            strategy: PollingStrategy::decode(reader)?,
-            count: reader.u32()?,
-            auto_commit: reader.u8()? != 0,
-        }),
+        code::POLL_MESSAGES => Command::PollMessages(poll_request(reader)?),
+        code::GET_POLL_ROUTING => Command::GetPollRouting(poll_request(reader)?),
+        code::POLL_MESSAGES_ON_PRIMARY => Command::PollMessagesOnPrimary(poll_request(reader)?),
+        code::ATTACH_CONSUMER_SESSION => Command::AttachConsumerSession {
+            client: u128::from_le_bytes(reader.bytes(16)?.try_into().expect("16 bytes")),
+            session: reader.u64()?,
+            metadata_watermark: reader.u64()?,
+        },
         code::GET_USER => Command::GetUser { user: Identifier::decode(reader)? },
         code::GET_USERS => Command::GetUsers,
         code::GET_PERSONAL_ACCESS_TOKENS => Command::GetTokens,
@@ -433,17 +449,25 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
             topic: topic_ref(reader)?,
             partition_id: optional_partition(reader)?,
         },
-        known if is_defined_code(known) => {
-            reader.rest();
-            Command::Unsupported { code: known }
-        }
+        code::GET_CONSUMER_OFFSET_ROUTING => Command::GetConsumerOffsetRouting {
+            consumer: consumer(reader)?,
+            topic: topic_ref(reader)?,
+            partition_id: optional_partition(reader)?,
+        },
         unknown => return Err(DecodeError::UnknownCode(unknown)),
     })
 }
 
-/// NonReplicated codes protocol 0.11 defines (served or not).
-fn is_defined_code(nr_code: u32) -> bool {
-    matches!(nr_code, 14 | 103 | 104 | 123)
+/// The POLL_MESSAGES body, which the routing codes 103 and 104 carry as well.
+fn poll_request(reader: &mut Reader<'_>) -> Result<PollRequest, ErrorCode> {
+    Ok(PollRequest {
+        consumer: consumer(reader)?,
+        topic: topic_ref(reader)?,
+        partition_id: optional_partition(reader)?,
+        strategy: PollingStrategy::decode(reader)?,
+        count: reader.u32()?,
+        auto_commit: reader.u8()? != 0,
+    })
 }
 
 impl<'a> MetadataOp<'a> {

@@ -142,14 +142,30 @@ pub fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
     out.put_long_string(name);
     out.put_u32(nodes.len() as u32);
     for node in nodes {
-        out.put_long_string(&node.name);
-        out.put_long_string(&node.ip);
-        for port in [node.ports.tcp, node.ports.quic, node.ports.http, node.ports.websocket] {
-            out.put_u16(port);
-        }
-        out.put_u8(node.role);
-        out.put_u8(node.status);
+        cluster_node(out, node);
     }
+}
+
+/// One node entry: `[name][ip]` as long strings, four u16 ports (tcp, quic, http,
+/// websocket), role, status.
+fn cluster_node(out: &mut Vec<u8>, node: &ClusterNode) {
+    out.put_long_string(&node.name);
+    out.put_long_string(&node.ip);
+    for port in [node.ports.tcp, node.ports.quic, node.ports.http, node.ports.websocket] {
+        out.put_u16(port);
+    }
+    out.put_u8(node.role);
+    out.put_u8(node.status);
+}
+
+/// GET_POLL_ROUTING and GET_CONSUMER_OFFSET_ROUTING: the coordinator's identity the client
+/// echoes back in ATTACH_CONSUMER_SESSION (`[client u128][session u64][watermark u64]`),
+/// then the node entry of the node to run the request on.
+pub fn routing(out: &mut Vec<u8>, client: u128, session: u64, metadata_watermark: u64, node: &ClusterNode) {
+    out.extend_from_slice(&client.to_le_bytes());
+    out.put_u64(session);
+    out.put_u64(metadata_watermark);
+    cluster_node(out, node);
 }
 
 /// One connected client.
