@@ -34,6 +34,12 @@ if ! pkg-config --exists hwloc libudev 2>/dev/null; then
     $SUDO apt-get install -y libhwloc-dev libudev-dev pkg-config
 fi
 
+# The official Python SDK (apache-iggy 0.9.0, wrapping the 0.11 Rust SDK) is a judge too:
+# tests/python/ scripts run from the black-box suite.
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('apache-iggy') != '0.9.0')" 2>/dev/null; then
+    python3 -m pip install --quiet apache-iggy==0.9.0
+fi
+
 # The web console's end-to-end tests (tests/tests/console/) drive Debian's headless Chromium
 # through its chromedriver.
 if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then

@@ -67,3 +67,24 @@ async fn the_sdk_routes_group_polls_and_offset_stores_in_a_cluster() -> anyhow::
     assert!(missing.is_err(), "a poll of partition 9 of 2 succeeded");
     Ok(())
 }
+
+/// The Python SDK wraps the Rust one: the same routing from Python (tests/python/).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_routes_group_polls_in_a_cluster() -> anyhow::Result<()> {
+    let cluster = start_cluster_with(&|_| Vec::new())?;
+    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
+    let script = rill_tests::workspace_dir().join("tests/python/cluster_routing.py");
+    let run = tokio::process::Command::new("python3").arg(&script).arg(&cluster.addresses[1]).output();
+    let output = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .map_err(|_| anyhow::anyhow!("the Python SDK run did not end within 120 s"))?
+        .map_err(|error| anyhow::anyhow!("python3 did not start ({error}); scripts/test.sh installs apache-iggy"))?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "the Python SDK failed ({}):\n{stdout}\n{stderr}\n(apache-iggy 0.9.0 comes from `python3 -m pip install apache-iggy==0.9.0`)",
+        output.status
+    );
+    assert!(stdout.contains("60 messages polled once each"), "{stdout}");
+    Ok(())
+}

@@ -1,0 +1,44 @@
+"""Rill black-box test helper: the official Python SDK (apache-iggy 0.9.0, which wraps the
+0.11 Rust SDK) against a three-node Rill cluster. Run by
+tests/tests/blackbox/cluster_routing.rs with a backup's TCP address: the SDK moves to the
+primary, and its group polls with auto-commit go through the routing codes. Prints one
+result line and exits non-zero on any mismatch."""
+
+import asyncio
+import sys
+
+from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage
+
+STREAM, TOPIC, GROUP = "py-routed", "events", "py-workers"
+
+
+async def main(address: str) -> None:
+    client = IggyClient.from_connection_string(f"iggy://iggy:iggy@{address}")
+    await client.connect()
+    await client.create_stream(STREAM)
+    await client.create_topic(STREAM, TOPIC, 2)
+    sent = set()
+    for partition in range(2):
+        ids = [partition * 100 + i + 1 for i in range(30)]
+        sent.update(ids)
+        batch = [SendMessage(f"p{partition}-{i}", id=i) for i in ids]
+        await client.send_messages(STREAM, TOPIC, partition, batch)
+    await client.create_consumer_group(STREAM, TOPIC, GROUP)
+    await client.join_consumer_group(STREAM, TOPIC, GROUP)
+    got = set()
+    for _ in range(40):
+        polled = await client.poll_messages(
+            STREAM, TOPIC, consumer=Consumer.Group(GROUP), polling_strategy=PollingStrategy.Next(),
+            count=20, auto_commit=True)
+        for message in polled:
+            if message.id() in got:
+                sys.exit(f"message {message.id()} polled twice")
+            got.add(message.id())
+        if got == sent:
+            break
+    if got != sent:
+        sys.exit(f"polled {len(got)} of {len(sent)} messages; missing {sorted(sent - got)[:10]}")
+    print(f"python sdk: {len(got)} messages polled once each through the routing codes")
+
+
+asyncio.run(main(sys.argv[1]))
