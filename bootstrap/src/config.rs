@@ -43,6 +43,11 @@ pub struct ClusterConfig {
     pub enabled: bool,
     pub replicas: Vec<String>,
     pub client_addresses: Vec<String>,
+    /// Each node's QUIC, HTTP and WebSocket address, in roster order (empty: not
+    /// advertised), so cluster metadata names every transport of every node.
+    pub quic_addresses: Vec<String>,
+    pub http_addresses: Vec<String>,
+    pub websocket_addresses: Vec<String>,
     pub replica_id: u8,
     /// `[cluster.auth]` and `[cluster.tls]`.
     pub security: crate::config_cluster::ReplicaSecurityConfig,
@@ -64,12 +69,23 @@ impl ClusterConfig {
         if !self.enabled {
             return Vec::new();
         }
+        let port = |list: &[String], index: usize| -> u16 {
+            list.get(index)
+                .and_then(|address| address.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok())
+                .unwrap_or(0)
+        };
         self.client_addresses
             .iter()
-            .map(|address| {
-                let (ip, port) = address.rsplit_once(':').unwrap_or((address, "0"));
-                let ports =
-                    rill_domain::wire::response::NodePorts { tcp: port.parse().unwrap_or(0), ..Default::default() };
+            .enumerate()
+            .map(|(index, address)| {
+                let ip = address.rsplit_once(':').map_or(address.as_str(), |(ip, _)| ip);
+                let ports = rill_domain::wire::response::NodePorts {
+                    tcp: port(&self.client_addresses, index),
+                    quic: port(&self.quic_addresses, index),
+                    http: port(&self.http_addresses, index),
+                    websocket: port(&self.websocket_addresses, index),
+                };
                 (ip.trim_matches(['[', ']']).to_owned(), ports)
             })
             .collect()
@@ -360,6 +376,9 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         enabled: flag("cluster.enabled"),
         replicas: list("cluster.replicas")?,
         client_addresses: list("cluster.client_addresses")?,
+        quic_addresses: list("cluster.quic_addresses")?,
+        http_addresses: list("cluster.http_addresses")?,
+        websocket_addresses: list("cluster.websocket_addresses")?,
         replica_id: 0,
         security: crate::config_cluster::replica_security(&leaves)?,
     };
@@ -409,7 +428,18 @@ impl Config {
         if cluster.client_addresses.len() != count {
             bail!("`cluster.client_addresses` must list one address per replica ({count})");
         }
-        for address in cluster.replicas.iter().chain(&cluster.client_addresses) {
+        for (key, list) in [
+            ("quic_addresses", &cluster.quic_addresses),
+            ("http_addresses", &cluster.http_addresses),
+            ("websocket_addresses", &cluster.websocket_addresses),
+        ] {
+            if !list.is_empty() && list.len() != count {
+                bail!("`cluster.{key}` must be empty or list one address per replica ({count})");
+            }
+        }
+        let transports =
+            cluster.quic_addresses.iter().chain(&cluster.http_addresses).chain(&cluster.websocket_addresses);
+        for address in cluster.replicas.iter().chain(&cluster.client_addresses).chain(transports) {
             if address.parse::<SocketAddr>().is_err() {
                 bail!("invalid address in `[cluster]`: `{address}` (expected ip:port)");
             }

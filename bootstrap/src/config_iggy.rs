@@ -55,18 +55,28 @@ pub fn translate(leaves: &mut BTreeMap<String, Value>) -> anyhow::Result<()> {
         }
     }
     if let Some(nodes) = leaves.remove("cluster.nodes") {
-        let (replicas, clients) = roster(&nodes)?;
         let strings = |items: Vec<String>| Value::Array(items.into_iter().map(Value::String).collect());
-        leaves.entry("cluster.replicas".to_owned()).or_insert_with(|| strings(replicas));
-        leaves.entry("cluster.client_addresses".to_owned()).or_insert_with(|| strings(clients));
+        for (key, addresses) in roster(&nodes)? {
+            leaves.entry(format!("cluster.{key}")).or_insert_with(|| strings(addresses));
+        }
     }
     Ok(())
 }
 
+/// Rill's roster keys and the `ports` entry of Iggy's `[[cluster.nodes]]` each comes from
+/// (`tcp_replica` and `tcp` must be there; the others are advertised when every node has one).
+const ROSTER_PORTS: [(&str, &str); 5] = [
+    ("replicas", "tcp_replica"),
+    ("client_addresses", "tcp"),
+    ("quic_addresses", "quic"),
+    ("http_addresses", "http"),
+    ("websocket_addresses", "websocket"),
+];
+
 /// Iggy's roster: `[[cluster.nodes]]` tables with `ip`, `replica_id` and
-/// `ports = { tcp, tcp_replica, ... }`; returns the replica-plane and client addresses in
-/// replica-id order.
-fn roster(nodes: &Value) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+/// `ports = { tcp, tcp_replica, quic, http, websocket }`; returns Rill's roster lists (key,
+/// addresses in replica-id order).
+fn roster(nodes: &Value) -> anyhow::Result<Vec<(&'static str, Vec<String>)>> {
     let nodes = nodes.as_array().context("invalid value for `cluster.nodes`: expected an array of tables")?;
     let mut by_id = BTreeMap::new();
     for (index, node) in nodes.iter().enumerate() {
@@ -87,7 +97,16 @@ fn roster(nodes: &Value) -> anyhow::Result<(Vec<String>, Vec<String>)> {
                 .with_context(|| format!("`cluster.nodes` entry {index} has no `ports.{name}`"))
         };
         let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() };
-        let addresses = (format!("{host}:{}", port("tcp_replica")?), format!("{host}:{}", port("tcp")?));
+        let (replica, client) = (port("tcp_replica")?, port("tcp")?);
+        let addresses: Vec<Option<String>> = ROSTER_PORTS
+            .iter()
+            .map(|(_, name)| match *name {
+                "tcp_replica" => Some(replica),
+                "tcp" => Some(client),
+                other => port(other).ok(),
+            })
+            .map(|found| found.map(|p| format!("{host}:{p}")))
+            .collect();
         if by_id.insert(replica_id, addresses).is_some() {
             bail!("`cluster.nodes` names replica_id {replica_id} twice");
         }
@@ -95,7 +114,15 @@ fn roster(nodes: &Value) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     if by_id.keys().copied().ne(0..by_id.len() as i64) {
         bail!("`cluster.nodes` replica ids must run 0, 1, 2, ... without gaps");
     }
-    Ok(by_id.into_values().unzip())
+    let nodes: Vec<Vec<Option<String>>> = by_id.into_values().collect();
+    Ok(ROSTER_PORTS
+        .iter()
+        .enumerate()
+        .filter_map(|(column, (key, _))| {
+            let addresses: Option<Vec<String>> = nodes.iter().map(|node| node[column].clone()).collect();
+            addresses.map(|addresses| (*key, addresses))
+        })
+        .collect())
 }
 
 /// Stops the start when the file or the environment asks for a protection Rill does not
@@ -158,6 +185,17 @@ mod tests {
         };
         assert_eq!(list("cluster.replicas"), ["10.0.0.1:9090", "10.0.0.2:9091"]);
         assert_eq!(list("cluster.client_addresses"), ["10.0.0.1:8090", "10.0.0.2:8091"]);
+        // Only one node names an http port: not advertised for any.
+        assert!(!file.contains_key("cluster.http_addresses"));
+        let both = "[[cluster.nodes]]\nip = \"h\"\nports = { tcp = 1, tcp_replica = 2, quic = 3, websocket = 4 }\n\
+                    [[cluster.nodes]]\nip = \"k\"\nports = { tcp = 5, tcp_replica = 6, quic = 7, websocket = 8 }\n";
+        let mut file = leaves(both);
+        translate(&mut file).unwrap();
+        let list = |key: &str| {
+            file[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(list("cluster.quic_addresses"), ["h:3", "k:7"]);
+        assert_eq!(list("cluster.websocket_addresses"), ["h:4", "k:8"]);
         let mut gap = leaves("[[cluster.nodes]]\nip = \"h\"\nreplica_id = 1\nports = { tcp = 1, tcp_replica = 2 }\n");
         assert!(translate(&mut gap).unwrap_err().to_string().contains("without gaps"));
         let mut no_port = leaves("[[cluster.nodes]]\nip = \"h\"\nports = { tcp = 1 }\n");

@@ -5,6 +5,7 @@ primary, and its group polls with auto-commit go through the routing codes. Prin
 result line and exits non-zero on any mismatch."""
 
 import asyncio
+import os
 import sys
 
 from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage
@@ -42,3 +43,7 @@ async def main(address: str) -> None:
 
 
 asyncio.run(main(sys.argv[1]))
+sys.stdout.flush()
+# The SDK's background runtime can abort while the interpreter tears it down (SIGABRT after
+# a passing run was seen here): the verdict is already printed, so skip the teardown.
+os._exit(0)

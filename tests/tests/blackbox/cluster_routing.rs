@@ -16,11 +16,27 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_routes_group_polls_and_offset_stores_in_a_cluster() -> anyhow::Result<()> {
-    let cluster = start_cluster_with(&|_| Vec::new())?;
+    // Every node advertises every transport (the ports only have to be named here).
+    let advertised = |base: u16| (0..3).map(|n| format!("127.0.0.1:{}", base + n)).collect::<Vec<_>>().join(",");
+    let cluster = start_cluster_with(&|_| {
+        vec![
+            ("IGGY_CLUSTER_QUIC_ADDRESSES", advertised(18080)),
+            ("IGGY_CLUSTER_HTTP_ADDRESSES", advertised(13000)),
+            ("IGGY_CLUSTER_WEBSOCKET_ADDRESSES", advertised(18092)),
+        ]
+    })?;
     // Wait for the first primary to lead before a client asks who leads.
     eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
     // Dialing a backup: the SDK's leader check moves the client to the primary.
     let client = connect_root(&cluster.addresses[1]).await?;
+    let metadata = client.get_cluster_metadata().await?;
+    assert_eq!(metadata.nodes.len(), 3);
+    for (index, node) in metadata.nodes.iter().enumerate() {
+        let ports = &node.endpoints;
+        let expected = (18080 + index as u16, 13000 + index as u16, 18092 + index as u16);
+        assert_eq!((ports.quic, ports.http, ports.websocket), expected, "node {index} advertises every transport");
+        assert_eq!(ports.tcp.to_string(), cluster.addresses[index].rsplit(':').next().unwrap_or_default());
+    }
     let (s, t) = (named("routed"), named("events"));
     client.create_stream("routed").await?;
     client.create_topic(&s, "events", &topic_options(2)).await?;
