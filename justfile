@@ -26,6 +26,12 @@ fmt:
 sim SEED="" SEEDS="50000":
     if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim random_clusters -- --nocapture; else VSR_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim -- --nocapture; fi
 
+# The same simulation of partition groups (offsets assigned at apply, consumer offsets, their
+# checks): SEEDS seeds (default 100000), or replay one SEED.
+[doc("Partition-group VSR simulation in release: SEEDS seeds, or replay one SEED")]
+sim-groups SEED="" SEEDS="100000":
+    if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim partition_groups -- --nocapture; else PARTITION_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim partition_groups -- --nocapture; fi
+
 # kill -9 under load in a loop against the release server, checked against a ledger of
 # acknowledged messages (docs/testing.md). `just crash-loop 50 <seed>` fixes the kill moments.
 [doc("kill -9 the release server under load CYCLES times, checked against a ledger")]

@@ -80,9 +80,10 @@ done
 target/debug/rill-soak --seconds 20 --interval 5 2>/dev/null
 
 # The deterministic VSR simulator in release mode for a fixed budget (about three minutes
-# here): clusters of 1, 3 and 5 replicas under seeded network, storage and crash faults.
+# here): clusters of 1, 3 and 5 replicas under seeded network, storage and crash faults, of
+# the counters model and of partition groups (about a minute more).
 # A failing seed prints itself and `just sim <seed>` to replay it.
-VSR_SEEDS=50000 cargo test --release -p rill-simulation --test vsr_sim -- --nocapture
+VSR_SEEDS=50000 PARTITION_SEEDS=20000 cargo test --release -p rill-simulation --test vsr_sim -- --nocapture
 
 # Every fuzz target for 20 s from the seeds and the regression inputs (scripts/fuzz.sh;
 # `just fuzz SECONDS` runs longer). A crash fails the run and leaves its input under

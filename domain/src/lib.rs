@@ -12,6 +12,7 @@ pub mod error;
 pub mod identifier;
 pub mod metadata;
 pub mod namespace;
+pub mod partition_group;
 pub mod permissions;
 pub mod polling;
 pub mod retention;

@@ -33,6 +33,10 @@ pub struct Options {
     /// Upper bound of the random extra ticks added to each timeout, so that replicas whose
     /// timers started together do not fire together (dueling view changes).
     pub jitter_ticks: u64,
+    /// Which replica leads view 0: the primary of view `v` is `(v + primary_offset) mod n`.
+    /// Every replica of a group uses the same value; groups that share nodes (partition
+    /// groups) use different ones, so their primaries start on different nodes.
+    pub primary_offset: u8,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             resend_ticks: 6,
             repair_timeout_ticks: 6,
             jitter_ticks: 8,
+            primary_offset: 0,
         }
     }
 }

@@ -223,7 +223,8 @@ impl<S: StateMachine> Replica<S> {
     }
 
     pub fn primary_index(&self, view: u32) -> u8 {
-        (view % u32::from(self.replica_count)) as u8
+        let offset = u32::from(self.options.primary_offset);
+        (view.wrapping_add(offset) % u32::from(self.replica_count)) as u8
     }
 
     pub fn is_primary(&self) -> bool {

@@ -307,6 +307,19 @@ fn request_to_a_backup_names_the_primary() {
 }
 
 #[test]
+fn a_primary_offset_moves_every_view_s_primary_over_by_as_many() {
+    let offset = Options { primary_offset: 2, ..options() };
+    let mut harness = Harness::new(3, offset);
+    assert!(harness.replicas[2].is_primary() && !harness.replicas[0].is_primary(), "replica 2 leads view 0");
+    assert_eq!(harness.replicas[0].primary_index(1), 0, "and replica 0 view 1");
+    harness.request(0, 1, 1, 5);
+    assert_eq!(harness.not_primary, vec![(0, 1, 2)], "a backup names the offset primary");
+    harness.request(2, 1, 1, 5);
+    harness.settle();
+    assert_eq!(harness.replicas[2].commit(), 1, "the offset primary commits");
+}
+
+#[test]
 fn malformed_messages_are_dropped() {
     let mut harness = Harness::new(3, options());
     let mut bad = entry(1, ROOT_CHECKSUM, b"x");

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rill_adapter_sim::vsr::{Network, NetworkFaults, Packet, Payload, Prng, ReplicaStorage, StorageWrite};
-use rill_domain::vsr::{Effect, Entry, Message, Options, Replica, StateMachine, Status};
+use rill_domain::vsr::{Effect, Entry, Message, Options, Replica, Status};
 
-use crate::model::{Kv, body};
+use crate::model::{Kv, Model, body};
 
 /// Ticks a client waits for a reply before it tries the next replica.
 const CLIENT_TIMEOUT_TICKS: u64 = 40;
@@ -46,10 +46,11 @@ struct Client {
     target: u8,
 }
 
-pub struct Sim {
+/// One cluster of replicas of the model `M` (the counters `Kv`, or a partition group).
+pub struct Sim<M: Model = Kv> {
     pub config: Config,
     pub tick: u64,
-    pub replicas: Vec<Option<Replica<Kv>>>,
+    pub replicas: Vec<Option<Replica<M>>>,
     pub storage: Vec<ReplicaStorage>,
     pub network: Network,
     down_until: Vec<u64>,
@@ -75,12 +76,12 @@ pub struct Sim {
     pub misdirects: u64,
 }
 
-impl Sim {
+impl<M: Model> Sim<M> {
     pub fn new(config: Config) -> Self {
         let count = usize::from(config.replica_count);
         let seed = config.seed;
         let replicas = (0..config.replica_count)
-            .map(|r| Some(Replica::new(r, config.replica_count, seed, config.options, Kv::default())));
+            .map(|r| Some(Replica::new(r, config.replica_count, seed, config.options, M::initial())));
         let storage =
             (0..config.replica_count).map(|r| ReplicaStorage::new(seed, r, config.faults.storage_delay_max_ticks));
         let clients =
@@ -206,8 +207,10 @@ impl Sim {
         let Some(node) = self.replicas[packet.to].as_mut() else { return };
         match packet.payload {
             Payload::Replica(message) => node.on_message(now, message, &mut effects),
+            // A request's first byte is its operation (see `submit_request`).
             Payload::Request { client_id, request_number, body } => {
-                node.on_request(now, client_id, request_number, 0, body, &mut effects)
+                let (operation, rest) = body.split_first().map_or((0, &[][..]), |(op, rest)| (*op, rest));
+                node.on_request(now, client_id, request_number, operation, rest.to_vec(), &mut effects)
             }
             Payload::Reply { .. } | Payload::NotPrimary { .. } => unreachable!("replicas get no replies"),
         }
@@ -352,7 +355,7 @@ impl Sim {
         // A new lifetime applies again from its checkpoint.
         self.last_applied[replica] = durable.checkpoint.as_ref().map_or(0, |checkpoint| checkpoint.op);
         let mut effects = Vec::new();
-        let node = Replica::open(replica as u8, count, seed, options, Kv::default(), durable, &mut effects);
+        let node = Replica::open(replica as u8, count, seed, options, M::initial(), durable, &mut effects);
         self.max_view[replica] = node.view();
         self.replicas[replica] = Some(node);
         self.trace(&[self.tick, 0x5E, replica as u64]);
@@ -362,7 +365,7 @@ impl Sim {
     /// Replicas down, recovering, or with a journal declared damaged (which could not vote after
     /// a power loss): random crashes keep this within `f`.
     fn unavailable(&self) -> usize {
-        let recovering = |node: &Option<Replica<Kv>>| node.as_ref().is_none_or(|n| n.status() == Status::Recovering);
+        let recovering = |node: &Option<Replica<M>>| node.as_ref().is_none_or(|n| n.status() == Status::Recovering);
         let damaged = |replica: usize| self.storage[replica].superblock().damaged;
         (0..self.replicas.len()).filter(|&replica| recovering(&self.replicas[replica]) || damaged(replica)).count()
     }
@@ -412,14 +415,15 @@ impl Sim {
         }
     }
 
-    pub fn submit(&mut self, client: usize, key: u8, delta: u64) {
+    /// Sends a request from `client`: `operation`, then the body.
+    pub fn submit_request(&mut self, client: usize, operation: u8, body: &[u8]) {
         let replica_count = self.replicas.len();
         let state = &mut self.clients[client];
         assert!(state.in_flight.is_none(), "one request per client at a time");
         state.request_number += 1;
-        state.in_flight = Some((body(key, delta), self.tick));
-        let payload =
-            Payload::Request { client_id: state.id, request_number: state.request_number, body: body(key, delta) };
+        let request = [&[operation][..], body].concat();
+        state.in_flight = Some((request.clone(), self.tick));
+        let payload = Payload::Request { client_id: state.id, request_number: state.request_number, body: request };
         let target = usize::from(state.target);
         self.network.send(self.tick, replica_count + client, target, payload);
     }
@@ -441,9 +445,8 @@ impl Sim {
                 }
                 Some(_) => {}
                 None if workload && self.workload_prng.chance(self.config.request_ppm) => {
-                    let key = self.workload_prng.below(8) as u8;
-                    let delta = self.workload_prng.range(1, 1000);
-                    self.submit(client, key, delta);
+                    let (operation, body) = M::request(&mut self.workload_prng);
+                    self.submit_request(client, operation, &body);
                 }
                 None => {}
             }
@@ -529,7 +532,7 @@ impl Sim {
     pub fn check_final(&self) {
         let top = self.committed.keys().next_back().copied().unwrap_or(0);
         assert!(self.committed.keys().copied().eq(1..=top), "a committed op is missing");
-        let mut model = Kv::default();
+        let mut model = M::initial();
         let mut expected = BTreeMap::new();
         for (op, entry) in &self.committed {
             let reply = model.apply(*op, entry.timestamp, entry.operation, &entry.body);
@@ -548,6 +551,14 @@ impl Sim {
             let replayed = expected.get(&(*client_id, *request_number));
             assert_eq!(replayed, Some(reply), "client {client_id} request {request_number}: reply not linearizable");
         }
+        M::check_final(&model, &self.committed, &self.replies);
+    }
+}
+
+impl Sim<Kv> {
+    /// Adds `delta` to counter `key`, from `client`.
+    pub fn submit(&mut self, client: usize, key: u8, delta: u64) {
+        self.submit_request(client, 0, &body(key, delta));
     }
 }
 

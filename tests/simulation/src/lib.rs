@@ -1,9 +1,11 @@
 //! Deterministic simulation of VSR clusters: `rill_domain::vsr` replicas run on the simulated
 //! network and storage of `rill_adapter_sim::vsr`, with seeded faults and client workloads.
-//! `cluster` steps a cluster one tick at a time and checks it as it goes, `model` is the state
-//! machine and its sequential replay, and `runner` draws a seed's configuration, runs it to
+//! `cluster` steps a cluster one tick at a time and checks it as it goes, `model` is what a
+//! cluster replicates (the counters, and the `Model` trait), `partition_model` a partition
+//! group's state and its checks, and `runner` draws a seed's configuration, runs it to
 //! convergence and names the seed when it fails. The runs are in `tests/vsr_sim.rs`.
 
 pub mod cluster;
 pub mod model;
+pub mod partition_model;
 pub mod runner;

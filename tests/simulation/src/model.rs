@@ -1,10 +1,22 @@
-//! The simulated state machine: a map of eight counters. A body names a key and a delta; the
-//! reply is the op and the key's new value, so every reply is distinct and checkable against a
-//! sequential replay of the committed ops.
+//! The simulated state machines. `Model` is what a cluster of the simulator replicates: its
+//! initial state, the workload's requests and the checks beyond "replies match a sequential
+//! replay". `Kv` is a map of eight counters: a body names a key and a delta; the reply is the
+//! op and the key's new value, so every reply is distinct and checkable against a sequential
+//! replay of the committed ops. The partition group's model is in `partition_model.rs`.
 
 use std::collections::BTreeMap;
 
-use rill_domain::vsr::{InvalidSnapshot, StateMachine};
+use rill_adapter_sim::vsr::Prng;
+use rill_domain::vsr::{Entry, InvalidSnapshot, StateMachine};
+
+pub trait Model: StateMachine + Clone {
+    fn initial() -> Self;
+    /// The workload's next request: its operation byte and body.
+    fn request(prng: &mut Prng) -> (u8, Vec<u8>);
+    /// Checks once the cluster converged: `replay` applied every committed op in order;
+    /// `replies` are what clients received, by (client, request number).
+    fn check_final(_replay: &Self, _committed: &BTreeMap<u64, Entry>, _replies: &[(u128, u64, Vec<u8>)]) {}
+}
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Kv {
@@ -15,6 +27,17 @@ pub fn body(key: u8, delta: u64) -> Vec<u8> {
     let mut body = vec![key];
     body.extend_from_slice(&delta.to_le_bytes());
     body
+}
+
+impl Model for Kv {
+    fn initial() -> Self {
+        Self::default()
+    }
+
+    fn request(prng: &mut Prng) -> (u8, Vec<u8>) {
+        let key = prng.below(8) as u8;
+        (0, body(key, prng.range(1, 1000)))
+    }
 }
 
 impl StateMachine for Kv {

@@ -10,6 +10,8 @@ use rill_adapter_sim::vsr::{NetworkFaults, Prng};
 use rill_domain::vsr::Options;
 
 use crate::cluster::{Config, Faults, Sim};
+use crate::model::Model;
+use crate::partition_model::PartitionModel;
 
 /// Ticks of faults and workload per seed.
 pub const FAULT_TICKS: u64 = 2_000;
@@ -62,7 +64,7 @@ pub fn swarm(seed: u64) -> Config {
 }
 
 /// Faults and workload, then healing, then convergence and the final checks.
-pub fn run(config: Config) -> Sim {
+pub fn run<M: Model>(config: Config) -> Sim<M> {
     let mut sim = Sim::new(config);
     for _ in 0..FAULT_TICKS {
         sim.step(true, true);
@@ -73,7 +75,7 @@ pub fn run(config: Config) -> Sim {
 }
 
 /// Steps without faults or new requests until the cluster has converged, then checks it.
-pub fn converge(sim: &mut Sim) {
+pub fn converge<M: Model>(sim: &mut Sim<M>) {
     let healed_at = sim.tick;
     while !sim.converged() {
         let waited = sim.tick - healed_at;
@@ -85,6 +87,27 @@ pub fn converge(sim: &mut Sim) {
         sim.step(false, false);
     }
     sim.check_final();
+}
+
+/// A partition group's configuration for a seed: the swarm's, with the group's primary
+/// offset drawn too, as groups sharing nodes have theirs spread over the nodes.
+pub fn partition_swarm(seed: u64) -> Config {
+    let mut config = swarm(seed);
+    config.options.primary_offset = (seed / 3 % u64::from(config.replica_count)) as u8;
+    config
+}
+
+/// Runs a partition group's seed; a failure names the seed and how to replay it.
+pub fn run_partition_seed(seed: u64) -> Sim<PartitionModel> {
+    match catch_unwind(AssertUnwindSafe(|| run(partition_swarm(seed)))) {
+        Ok(sim) => sim,
+        Err(panic) => {
+            eprintln!("partition group simulation failed for seed {seed} ({:?})", partition_swarm(seed));
+            eprintln!("replay: just sim-groups {seed}");
+            eprintln!("    (VSR_SEED={seed} cargo test --release -p rill-simulation --test vsr_sim partition_groups)");
+            resume_unwind(panic)
+        }
+    }
 }
 
 /// Runs a seed; a failure names the seed and how to replay it.
@@ -114,7 +137,7 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn add(&mut self, sim: &Sim) {
+    pub fn add<M: Model>(&mut self, sim: &Sim<M>) {
         self.seeds += 1;
         self.ops += sim.committed.len() as u64;
         self.views += sim.replicas.iter().flatten().map(|node| u64::from(node.view())).max().unwrap_or(0);

@@ -1,0 +1,172 @@
+//! The partition group's model for the simulator: the domain's `PartitionGroupState` (offsets
+//! assigned at apply, consumer offsets) plus, for the checks only, a record of every batch it
+//! appended. After convergence: each partition's batches sit end to end from offset 0 (no
+//! offset assigned twice, none skipped); every acknowledged send is present exactly once, at
+//! the offset its reply gave, with the bytes the client sent; every consumer offset is the
+//! last store or delete committed for it (an acknowledged store never goes back).
+
+use std::collections::BTreeMap;
+
+use rill_adapter_sim::vsr::Prng;
+use rill_domain::partition_group::{self, PartitionGroupState};
+use rill_domain::vsr::{Entry, InvalidSnapshot, StateMachine};
+use rill_domain::wire::codes::operation;
+
+use crate::model::Model;
+
+/// Partitions one simulated group carries.
+pub const PARTITIONS: u32 = 3;
+
+/// One appended batch: where it landed and a digest of its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub partition: u32,
+    pub base_offset: u64,
+    pub count: u32,
+    pub digest: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionModel {
+    pub state: PartitionGroupState,
+    pub batches: Vec<Batch>,
+}
+
+fn word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+impl StateMachine for PartitionModel {
+    fn apply(&mut self, op: u64, timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
+        let reply = self.state.apply(op, timestamp, operation, body);
+        if operation == operation::SEND_MESSAGES && reply.len() == 16 && reply[..4] == [0; 4] {
+            let base_offset = u64::from_le_bytes(reply[8..16].try_into().expect("eight bytes"));
+            let digest = xxhash_rust::xxh3::xxh3_64(&body[8..]);
+            self.batches.push(Batch { partition: word(body, 0), base_offset, count: word(body, 4), digest });
+        }
+        reply
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let state = self.state.snapshot();
+        let mut out = (state.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&state);
+        for batch in &self.batches {
+            out.extend_from_slice(&batch.partition.to_le_bytes());
+            out.extend_from_slice(&batch.base_offset.to_le_bytes());
+            out.extend_from_slice(&batch.count.to_le_bytes());
+            out.extend_from_slice(&batch.digest.to_le_bytes());
+        }
+        out
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), InvalidSnapshot> {
+        let len = snapshot.get(..4).map(|b| word(b, 0) as usize).ok_or(InvalidSnapshot)?;
+        let state_bytes = snapshot.get(4..4 + len).ok_or(InvalidSnapshot)?;
+        let records = &snapshot[4 + len..];
+        if !records.len().is_multiple_of(24) {
+            return Err(InvalidSnapshot);
+        }
+        let mut state = PartitionGroupState::default();
+        state.restore(state_bytes)?;
+        let batches = records
+            .chunks(24)
+            .map(|r| Batch {
+                partition: word(r, 0),
+                base_offset: u64::from_le_bytes(r[4..12].try_into().expect("eight bytes")),
+                count: word(r, 12),
+                digest: u64::from_le_bytes(r[16..24].try_into().expect("eight bytes")),
+            })
+            .collect();
+        *self = Self { state, batches };
+        Ok(())
+    }
+
+    fn digest(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(&self.snapshot())
+    }
+}
+
+impl Model for PartitionModel {
+    fn initial() -> Self {
+        Self { state: PartitionGroupState::new(PARTITIONS), batches: Vec::new() }
+    }
+
+    /// Mostly sends of 1 to 10 messages with distinct bytes, some offset stores and deletes
+    /// for three consumers, now and then a partition that does not exist.
+    fn request(prng: &mut Prng) -> (u8, Vec<u8>) {
+        let partition = prng.below(u64::from(PARTITIONS) + 1) as u32;
+        let consumer = (1, prng.range(1, 4) as u32);
+        match prng.below(100) {
+            0..70 => {
+                let batch: Vec<u8> = (0..prng.range(8, 33)).map(|_| prng.below(256) as u8).collect();
+                let count = prng.range(1, 11) as u32;
+                (operation::SEND_MESSAGES, partition_group::send_body(partition, count, &batch))
+            }
+            70..95 => {
+                let body = partition_group::store_offset_body(partition, consumer, prng.below(200));
+                (operation::STORE_CONSUMER_OFFSET, body)
+            }
+            _ => (operation::DELETE_CONSUMER_OFFSET, partition_group::delete_offset_body(partition, consumer)),
+        }
+    }
+
+    fn check_final(replay: &Self, committed: &BTreeMap<u64, Entry>, replies: &[(u128, u64, Vec<u8>)]) {
+        check_offsets(replay);
+        let bodies: BTreeMap<(u128, u64), &Entry> =
+            committed.values().map(|entry| ((entry.client_id, entry.request_number), entry)).collect();
+        for (client, request, reply) in replies {
+            let entry = bodies.get(&(*client, *request)).expect("a replied request was committed");
+            if entry.operation != operation::SEND_MESSAGES || reply[..4] != [0; 4] {
+                continue;
+            }
+            let partition = word(reply, 4);
+            let base_offset = u64::from_le_bytes(reply[8..16].try_into().expect("eight bytes"));
+            let digest = xxhash_rust::xxh3::xxh3_64(&entry.body[8..]);
+            let found: Vec<&Batch> = replay.batches.iter().filter(|b| b.digest == digest).collect();
+            assert_eq!(found.len(), 1, "acknowledged send {client}/{request} is stored {} times", found.len());
+            assert_eq!(
+                (found[0].partition, found[0].base_offset),
+                (partition, base_offset),
+                "at the acknowledged offset"
+            );
+        }
+        check_consumer_offsets(replay, committed);
+    }
+}
+
+/// Each partition's batches run end to end from 0 up to its next offset.
+fn check_offsets(replay: &PartitionModel) {
+    for partition in 0..PARTITIONS {
+        let mut next = 0;
+        for batch in replay.batches.iter().filter(|b| b.partition == partition) {
+            assert_eq!(batch.base_offset, next, "partition {partition}: an offset assigned twice or skipped");
+            next += u64::from(batch.count);
+        }
+        assert_eq!(replay.state.next_offset(partition), Some(next), "partition {partition}'s end");
+    }
+}
+
+/// Every consumer offset is what the last committed store or delete for it left.
+fn check_consumer_offsets(replay: &PartitionModel, committed: &BTreeMap<u64, Entry>) {
+    let mut last: BTreeMap<(u32, (u8, u32)), Option<u64>> = BTreeMap::new();
+    for entry in committed.values() {
+        let body = &entry.body;
+        if body.len() < 9 || word(body, 0) >= PARTITIONS {
+            continue;
+        }
+        let key = (word(body, 0), (body[4], word(body, 5)));
+        match entry.operation {
+            operation::STORE_CONSUMER_OFFSET => {
+                last.insert(key, Some(u64::from_le_bytes(body[9..17].try_into().expect("eight bytes"))));
+            }
+            operation::DELETE_CONSUMER_OFFSET => {
+                last.insert(key, None);
+            }
+            _ => {}
+        }
+    }
+    for ((partition, consumer), expected) in last {
+        assert_eq!(replay.state.consumer_offset(partition, consumer), expected, "consumer {consumer:?} on {partition}");
+    }
+}
