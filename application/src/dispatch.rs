@@ -84,17 +84,16 @@ impl Connection {
         self.bound.get()
     }
 
-    /// The coordinator client this data connection polls for, once attached.
-    pub fn attached(&self) -> Option<u128> {
-        self.attached.get().map(|(client, _)| client)
-    }
-
     pub(crate) fn attachment(&self) -> Option<(u128, u64)> {
         self.attached.get()
     }
 
     pub(crate) fn attach(&self, client: u128, session: u64) {
         self.attached.set(Some((client, session)));
+    }
+
+    pub(crate) fn detach(&self) {
+        self.attached.set(None);
     }
 
     /// The shard this connection's partition traffic says it belongs on, once; a transport
@@ -231,7 +230,7 @@ impl<E: Env> Shard<E> {
                 self.register(connection, header, protocol_version, &credentials).await
             }
             Command::Logout => {
-                connection.attached.set(None);
+                connection.detach();
                 if connection.bound.take().is_some() {
                     self.shared.sessions.clients.set_user(connection.client_id, None);
                     self.shared.sessions.clients.set_session(connection.client_id, None);
@@ -304,6 +303,8 @@ impl<E: Env> Shard<E> {
         let session = self.next_session();
         let bound = BoundSession { client: header.client, session, user_id };
         connection.bound.set(Some(bound));
+        // A new login starts unattached: an attachment was the previous login's to use.
+        connection.detach();
         self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
         self.shared.sessions.clients.set_session(connection.client_id, Some((header.client, session)));
         let mut body = Vec::new();
@@ -348,7 +349,7 @@ impl<E: Env> Shard<E> {
                 self.attach_consumer_session(connection, caller.user_id, client, session).map(Reply::Body)
             }
             Command::PollMessagesOnPrimary(request) => {
-                let coordinator = connection.and_then(Connection::attached).ok_or(ErrorCode::TransientNotAccepted)?;
+                let coordinator = self.attached_coordinator(connection)?;
                 self.require_primary()?;
                 self.poll_messages(coordinator, &request).await
             }

@@ -79,11 +79,29 @@ fn a_data_connection_polls_with_its_coordinators_group_identity() {
     assert_eq!(u32::from_le_bytes(polled[12..16].try_into().unwrap()), 2, "both messages, as the member");
     assert_eq!(data.system.header_deadline(&data.connection, 0), None, "no idle limit while attached");
 
-    // Once the coordinator logs out, its session cannot be attached to, and the data
-    // connection's idle limit is back.
+    // Once the coordinator logs out, its session cannot be attached to, the data
+    // connection's polls are refused until it attaches again, and its idle limit is back.
     coordinator.call(operation::LOGOUT, 0, &[]).expect("logout");
     assert!(data.system.header_deadline(&data.connection, 0).is_some());
+    assert_eq!(poll_on_primary(&mut data).unwrap_err(), TRANSIENT_NOT_ACCEPTED, "a gone coordinator");
     assert_eq!(data.call(operation::NON_REPLICATED, code::ATTACH_CONSUMER_SESSION, &right).unwrap_err(), STALE_CLIENT);
+}
+
+#[test]
+fn a_new_login_on_a_data_connection_drops_its_attachment() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut coordinator = Client::login(&shards[0]);
+    create_stream_and_topic(&mut coordinator, "routed", 1);
+    let session = coordinator.connection.bound().expect("logged in").session;
+    let mut data = Client::login(&shards[0]);
+    let attach = attach_body(coordinator.vsr_client, session);
+    data.call(operation::NON_REPLICATED, code::ATTACH_CONSUMER_SESSION, &attach).expect("attach");
+    let mut credentials = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
+    credentials.extend_from_slice(b"\x04iggy\x04iggy\x00\x00\x00\x00");
+    data.call(operation::REGISTER, 0, &credentials).expect("log in again");
+    let polled = data.call(operation::NON_REPLICATED, code::POLL_MESSAGES_ON_PRIMARY, &group_poll());
+    assert_eq!(polled.unwrap_err(), TRANSIENT_NOT_ACCEPTED, "the earlier login's attachment is gone");
 }
 
 #[test]

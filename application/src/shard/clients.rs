@@ -1,7 +1,7 @@
 //! Connected clients, as get_clients and get_me report them. Shared by every shard; only
 //! connect, login, logout and disconnect write it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -30,6 +30,9 @@ pub struct ClientEntry {
 pub struct ClientRegistry {
     next_id: AtomicU32,
     clients: Mutex<BTreeMap<u32, ClientEntry>>,
+    /// Live logins by (VSR client id, session), to the connection holding each: an attached
+    /// data connection checks its coordinator here on every request.
+    logins: Mutex<HashMap<(u128, u64), u32>>,
 }
 
 impl ClientRegistry {
@@ -48,7 +51,14 @@ impl ClientRegistry {
     }
 
     pub fn disconnect(&self, client_id: u32) {
-        self.lock().remove(&client_id);
+        let removed = self.lock().remove(&client_id);
+        if let Some(session) = removed.and_then(|entry| entry.session) {
+            self.logins().remove(&session);
+        }
+    }
+
+    fn logins(&self) -> std::sync::MutexGuard<'_, HashMap<(u128, u64), u32>> {
+        self.logins.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records that another shard serves the connection now.
@@ -66,14 +76,22 @@ impl ClientRegistry {
 
     /// Records (or, with `None`, forgets) the login a connection holds.
     pub fn set_session(&self, client_id: u32, session: Option<(u128, u64)>) {
-        if let Some(entry) = self.lock().get_mut(&client_id) {
-            entry.session = session;
+        let mut clients = self.lock();
+        let Some(entry) = clients.get_mut(&client_id) else { return };
+        let mut logins = self.logins();
+        if let Some(old) = entry.session.take() {
+            logins.remove(&old);
         }
+        if let Some(new) = session {
+            logins.insert(new, client_id);
+        }
+        entry.session = session;
     }
 
     /// The user of the live login `(client, session)`, if a connection still holds it.
     pub fn session_user(&self, client: u128, session: u64) -> Option<u32> {
-        self.lock().values().find(|e| e.session == Some((client, session))).and_then(|e| e.info.user_id)
+        let holder = self.logins().get(&(client, session)).copied()?;
+        self.lock().get(&holder).and_then(|entry| entry.info.user_id)
     }
 
     pub fn get(&self, client_id: u32) -> Option<ClientInfo> {

@@ -60,6 +60,18 @@ impl<E: Env> Shard<E> {
         Ok(out)
     }
 
+    /// The coordinator a data connection polls for. Without an attachment, or once the
+    /// coordinator's login ended (the attachment is dropped then), 58: the SDK attaches again.
+    pub(crate) fn attached_coordinator(&self, connection: Option<&Connection>) -> Result<u128, ErrorCode> {
+        let connection = connection.ok_or(ErrorCode::TransientNotAccepted)?;
+        let (client, session) = connection.attachment().ok_or(ErrorCode::TransientNotAccepted)?;
+        if self.shared.sessions.clients.session_user(client, session).is_none() {
+            connection.detach();
+            return Err(ErrorCode::TransientNotAccepted);
+        }
+        Ok(client)
+    }
+
     /// ATTACH_CONSUMER_SESSION: binds `connection` to the live login `(client, session)` of
     /// the same user, whose group membership its polls then use. An ended or foreign
     /// session is StaleClient (the SDK routes and attaches again).

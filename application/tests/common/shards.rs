@@ -173,7 +173,7 @@ impl Client {
 
     /// The frame of the next request: header and body.
     pub fn frame(&mut self, op: u8, nr_code: u32, body: &[u8]) -> Vec<u8> {
-        let session = self.connection.bound().map_or(0, |b| b.session);
+        let session = if op == operation::REGISTER { 0 } else { self.connection.bound().map_or(0, |b| b.session) };
         let request = if op == operation::REGISTER { 0 } else { self.request + 1 };
         self.request = request;
         let header = RequestHeader {
