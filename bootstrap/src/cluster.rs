@@ -53,7 +53,10 @@ pub async fn bind(
         return Ok((None, None));
     }
     let security = security(cluster)?;
-    let address = &cluster.replicas[cluster.replica_id as usize];
+    let address = match cluster.listen_address.as_str() {
+        "" => &cluster.replicas[cluster.replica_id as usize],
+        other => other,
+    };
     let listener = rill_adapter_replica_tcp::bind(address).await.context("starting the replica plane")?;
     let (auth, tls) = (security.keys.enabled(), security.tls.is_some());
     tracing::info!(replica = cluster.replica_id, %address, replicas = cluster.replicas.len(), auth, tls, "replica plane listening");

@@ -48,6 +48,8 @@ pub struct ClusterConfig {
     pub quic_addresses: Vec<String>,
     pub http_addresses: Vec<String>,
     pub websocket_addresses: Vec<String>,
+    /// Where the replica plane binds, when not at the roster address (empty: the roster's).
+    pub listen_address: String,
     pub replica_id: u8,
     /// `[cluster.auth]` and `[cluster.tls]`.
     pub security: crate::config_cluster::ReplicaSecurityConfig,
@@ -379,6 +381,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         quic_addresses: list("cluster.quic_addresses")?,
         http_addresses: list("cluster.http_addresses")?,
         websocket_addresses: list("cluster.websocket_addresses")?,
+        listen_address: text("cluster.listen_address"),
         replica_id: 0,
         security: crate::config_cluster::replica_security(&leaves)?,
     };
@@ -436,6 +439,9 @@ impl Config {
             if !list.is_empty() && list.len() != count {
                 bail!("`cluster.{key}` must be empty or list one address per replica ({count})");
             }
+        }
+        if !cluster.listen_address.is_empty() && cluster.listen_address.parse::<SocketAddr>().is_err() {
+            bail!("invalid value for `cluster.listen_address`: `{}` (expected ip:port)", cluster.listen_address);
         }
         let transports =
             cluster.quic_addresses.iter().chain(&cluster.http_addresses).chain(&cluster.websocket_addresses);

@@ -6,6 +6,7 @@
 
 pub mod browser;
 pub mod http;
+pub mod proxy;
 pub mod quic_raw;
 pub mod raw;
 pub mod transport;

@@ -1,0 +1,119 @@
+//! A fault-injecting proxy for the replica plane, in front of one node's replica listener:
+//! the roster names the proxy, the node listens behind it (`cluster.listen_address`). It reads
+//! the dialer's replica id from the handshake's first frame (plaintext planes only), so each
+//! direction of each pair of nodes has its own rule: pass, drop everything (the connection
+//! stays up, as across a partition), or delay every chunk.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What happens to bytes going one way between two replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Pass,
+    /// Read and thrown away: a partition that TCP does not notice.
+    Drop,
+    /// Each chunk is held this long before it goes on.
+    Delay(Duration),
+}
+
+type Rules = Arc<Mutex<HashMap<(u8, u8), Rule>>>;
+
+/// One proxy: traffic to replica `to` from every dialer.
+pub struct ReplicaProxy {
+    pub address: SocketAddr,
+    to: u8,
+    rules: Rules,
+    stopped: Arc<AtomicBool>,
+}
+
+/// The handshake's first frame: magic (8), auth flag, dialer id, nonce (32).
+const HELLO_LEN: usize = 42;
+
+impl ReplicaProxy {
+    /// Listens on a free port and forwards to `target`, the listener of replica `to`.
+    pub fn start(to: u8, target: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let address = listener.local_addr()?;
+        let rules: Rules = Arc::default();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let (accept_rules, accept_stopped) = (rules.clone(), stopped.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if accept_stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let (rules, stopped) = (accept_rules.clone(), accept_stopped.clone());
+                std::thread::spawn(move || relay(stream, target, to, rules, stopped));
+            }
+        });
+        Ok(Self { address, to, rules, stopped })
+    }
+
+    /// Sets what happens to bytes from replica `from` to this proxy's replica (`inbound`), or
+    /// from this proxy's replica back to `from` on connections `from` dialed.
+    pub fn set(&self, from: u8, inbound: Rule, outbound: Rule) {
+        let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        rules.insert((from, self.to), inbound);
+        rules.insert((self.to, from), outbound);
+    }
+
+    /// Every rule back to `Pass`.
+    pub fn heal(&self) {
+        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+impl Drop for ReplicaProxy {
+    fn drop(&mut self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.address);
+    }
+}
+
+fn rule(rules: &Rules, from: u8, to: u8) -> Rule {
+    rules.lock().unwrap_or_else(|p| p.into_inner()).get(&(from, to)).copied().unwrap_or(Rule::Pass)
+}
+
+fn relay(mut client: TcpStream, target: SocketAddr, to: u8, rules: Rules, stopped: Arc<AtomicBool>) {
+    let mut hello = [0u8; HELLO_LEN];
+    if client.read_exact(&mut hello).is_err() {
+        return;
+    }
+    let from = hello[9];
+    let Ok(mut server) = TcpStream::connect(target) else { return };
+    if server.write_all(&hello).is_err() {
+        return;
+    }
+    let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else { return };
+    let (back_rules, back_stopped) = (rules.clone(), stopped.clone());
+    std::thread::spawn(move || pump(server_read, client, &back_rules, (to, from), &back_stopped));
+    pump(client_read, server, &rules, (from, to), &stopped);
+}
+
+/// Copies `input` to `output` under the rule for `direction` until either side closes.
+fn pump(mut input: TcpStream, mut output: TcpStream, rules: &Rules, direction: (u8, u8), stopped: &AtomicBool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while !stopped.load(Ordering::Relaxed) {
+        let n = match input.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        match rule(rules, direction.0, direction.1) {
+            Rule::Drop => continue,
+            Rule::Delay(pause) => std::thread::sleep(pause),
+            Rule::Pass => {}
+        }
+        if output.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = output.shutdown(std::net::Shutdown::Both);
+    let _ = input.shutdown(std::net::Shutdown::Both);
+}
