@@ -6,7 +6,10 @@
 mod common;
 
 use common::shards::*;
+use std::rc::Rc;
+
 use rill_adapter_sim::SimStorage;
+use rill_application::Shard;
 use rill_domain::identifier::Identifier;
 use rill_domain::permissions::Permissions;
 use rill_domain::polling::PollingStrategy;
@@ -38,6 +41,14 @@ fn group_poll() -> Vec<u8> {
     Command::PollMessages(request).encode().expect("encodable").body
 }
 
+/// Shards on `storage` and a logged-in coordinator that made a one-partition topic.
+fn coordinator_with_topic(storage: &SimStorage) -> (Vec<Rc<Shard<SimEnv>>>, Client) {
+    let (shards, _) = start(storage);
+    let mut coordinator = Client::login(&shards[0]);
+    create_stream_and_topic(&mut coordinator, "routed", 1);
+    (shards, coordinator)
+}
+
 fn attach_body(client: u128, session: u64) -> Vec<u8> {
     let mut body = client.to_le_bytes().to_vec();
     body.extend_from_slice(&session.to_le_bytes());
@@ -48,9 +59,7 @@ fn attach_body(client: u128, session: u64) -> Vec<u8> {
 #[test]
 fn a_data_connection_polls_with_its_coordinators_group_identity() {
     let storage = SimStorage::new();
-    let (shards, _) = start(&storage);
-    let mut coordinator = Client::login(&shards[0]);
-    create_stream_and_topic(&mut coordinator, "routed", 1);
+    let (shards, mut coordinator) = coordinator_with_topic(&storage);
     send(&mut coordinator, 0, 0, &[b"one", b"two"]).expect("send");
     run(&mut coordinator, Command::Metadata(MetadataOp::CreateConsumerGroup { topic: topic(), name: "g".into() }))
         .expect("create group");
@@ -90,16 +99,12 @@ fn a_data_connection_polls_with_its_coordinators_group_identity() {
 #[test]
 fn a_new_login_on_a_data_connection_drops_its_attachment() {
     let storage = SimStorage::new();
-    let (shards, _) = start(&storage);
-    let mut coordinator = Client::login(&shards[0]);
-    create_stream_and_topic(&mut coordinator, "routed", 1);
+    let (shards, coordinator) = coordinator_with_topic(&storage);
     let session = coordinator.connection.bound().expect("logged in").session;
     let mut data = Client::login(&shards[0]);
     let attach = attach_body(coordinator.vsr_client, session);
     data.call(operation::NON_REPLICATED, code::ATTACH_CONSUMER_SESSION, &attach).expect("attach");
-    let mut credentials = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
-    credentials.extend_from_slice(b"\x04iggy\x04iggy\x00\x00\x00\x00");
-    data.call(operation::REGISTER, 0, &credentials).expect("log in again");
+    data.log_in(b"\x04iggy\x04iggy").expect("log in again");
     let polled = data.call(operation::NON_REPLICATED, code::POLL_MESSAGES_ON_PRIMARY, &group_poll());
     assert_eq!(polled.unwrap_err(), TRANSIENT_NOT_ACCEPTED, "the earlier login's attachment is gone");
 }

@@ -174,15 +174,18 @@ mod tests {
         assert!(!both.contains_key("system.sharding.pin_cores"));
     }
 
+    /// A translated list of addresses, as strings.
+    fn addresses(leaves: &BTreeMap<String, Value>, key: &str) -> Vec<String> {
+        leaves[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    }
+
     #[test]
     fn iggys_roster_becomes_replicas_and_client_addresses() {
         let text = "[[cluster.nodes]]\nname = \"b\"\nip = \"10.0.0.2\"\nreplica_id = 1\nports = { tcp = 8091, tcp_replica = 9091 }\n\
                     [[cluster.nodes]]\nname = \"a\"\nip = \"10.0.0.1\"\nreplica_id = 0\nports = { tcp = 8090, tcp_replica = 9090, http = 3000 }\n";
         let mut file = leaves(text);
         translate(&mut file).unwrap();
-        let list = |key: &str| {
-            file[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>()
-        };
+        let list = |key: &str| addresses(&file, key);
         assert_eq!(list("cluster.replicas"), ["10.0.0.1:9090", "10.0.0.2:9091"]);
         assert_eq!(list("cluster.client_addresses"), ["10.0.0.1:8090", "10.0.0.2:8091"]);
         // Only one node names an http port: not advertised for any.
@@ -191,11 +194,8 @@ mod tests {
                     [[cluster.nodes]]\nip = \"k\"\nports = { tcp = 5, tcp_replica = 6, quic = 7, websocket = 8 }\n";
         let mut file = leaves(both);
         translate(&mut file).unwrap();
-        let list = |key: &str| {
-            file[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>()
-        };
-        assert_eq!(list("cluster.quic_addresses"), ["h:3", "k:7"]);
-        assert_eq!(list("cluster.websocket_addresses"), ["h:4", "k:8"]);
+        assert_eq!(addresses(&file, "cluster.quic_addresses"), ["h:3", "k:7"]);
+        assert_eq!(addresses(&file, "cluster.websocket_addresses"), ["h:4", "k:8"]);
         let mut gap = leaves("[[cluster.nodes]]\nip = \"h\"\nreplica_id = 1\nports = { tcp = 1, tcp_replica = 2 }\n");
         assert!(translate(&mut gap).unwrap_err().to_string().contains("without gaps"));
         let mut no_port = leaves("[[cluster.nodes]]\nip = \"h\"\nports = { tcp = 1 }\n");

@@ -42,25 +42,26 @@ pub fn load(cert_file: &Path, key_file: &Path) -> Result<Identity, String> {
 
 /// A self-signed certificate for `names`, kept in memory only.
 pub fn generate(names: &[String]) -> Result<Identity, String> {
+    generate_with_pem(names).map(|(identity, _)| identity)
+}
+
+/// A self-signed certificate for `names`, and its certificate as PEM.
+fn generate_with_pem(names: &[String]) -> Result<(Identity, String), String> {
     let certified = rcgen::generate_simple_self_signed(names.to_vec())
         .map_err(|error| format!("cannot generate a self-signed certificate: {error}"))?;
     let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
         .map_err(|error| format!("self-signed key: {error}"))?;
-    Ok(Identity { chain: vec![certified.cert.der().clone()], key })
+    Ok((Identity { chain: vec![certified.cert.der().clone()], key }, certified.cert.pem()))
 }
 
 /// Generates the self-signed certificate for `names` and writes its PEM under `data_path`.
 pub fn self_signed(names: &[String], data_path: &Path) -> Result<(Identity, PathBuf), String> {
-    let certified = rcgen::generate_simple_self_signed(names.to_vec())
-        .map_err(|error| format!("cannot generate a self-signed certificate: {error}"))?;
+    let (identity, pem) = generate_with_pem(names)?;
     let dir = data_path.join("runtime").join("certs");
     std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
     let cert_path = dir.join("self_signed_cert.pem");
-    std::fs::write(&cert_path, certified.cert.pem())
-        .map_err(|error| format!("cannot write {}: {error}", cert_path.display()))?;
-    let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
-        .map_err(|error| format!("self-signed key: {error}"))?;
-    Ok((Identity { chain: vec![certified.cert.der().clone()], key }, cert_path))
+    std::fs::write(&cert_path, pem).map_err(|error| format!("cannot write {}: {error}", cert_path.display()))?;
+    Ok((identity, cert_path))
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {

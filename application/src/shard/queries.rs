@@ -187,18 +187,19 @@ impl<E: Env> Shard<E> {
     /// One healthy leader on a single node; in a cluster, every roster node with the role
     /// this node's replica currently sees (the primary of its view leads).
     pub fn get_cluster_metadata(&self) -> Vec<u8> {
-        let config = &self.shared.config;
+        let name = if self.shared.config.membership.clustered() { "rill-cluster" } else { "single-node" };
         let mut out = Vec::new();
-        if !config.membership.clustered() {
-            response::single_node_cluster(&mut out, &config.advertised_ip, config.ports);
-            return out;
-        }
-        response::cluster(&mut out, "rill-cluster", &self.cluster_nodes());
+        response::cluster(&mut out, name, &self.cluster_nodes());
         out
     }
 
-    /// Every roster node as cluster metadata lists it, the current view's primary as leader.
+    /// Every roster node as cluster metadata lists it, the current view's primary as leader
+    /// (one healthy leader on a single node).
     pub(crate) fn cluster_nodes(&self) -> Vec<response::ClusterNode> {
+        let config = &self.shared.config;
+        if !config.membership.clustered() {
+            return vec![response::single_node(&config.advertised_ip, config.ports)];
+        }
         let role = self.shared.replica.role();
         self.shared
             .config

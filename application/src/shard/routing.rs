@@ -43,18 +43,8 @@ impl<E: Env> Shard<E> {
             }
         })?;
         self.require_primary()?;
-        let config = &self.shared.config;
-        let node = match config.membership.clustered() {
-            true => self.cluster_nodes().into_iter().nth(config.membership.replica_id as usize),
-            false => None,
-        };
-        let node = node.unwrap_or_else(|| response::ClusterNode {
-            name: "rill-node".into(),
-            ip: config.advertised_ip.clone(),
-            ports: config.ports,
-            role: 0,
-            status: 0,
-        });
+        let own = self.shared.config.membership.replica_id as usize;
+        let node = self.cluster_nodes().into_iter().nth(own).ok_or(ErrorCode::TransientNotAccepted)?;
         let mut out = Vec::new();
         response::routing(&mut out, caller.client, caller.session, self.commit(), &node);
         Ok(out)

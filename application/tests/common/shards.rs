@@ -158,11 +158,16 @@ impl Client {
         let vsr_client = u128::from(NEXT_VSR_CLIENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let mut client =
             Self { system: system.clone(), connection: Connection::new(client_id), request: 0, vsr_client };
+        client.log_in(credentials).expect("login");
+        client
+    }
+
+    /// Sends REGISTER on this connection with `credentials` (a first login, or another).
+    pub fn log_in(&mut self, credentials: &[u8]) -> Result<Vec<u8>, u32> {
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
         body.extend_from_slice(credentials);
         body.extend_from_slice(&[0, 0, 0, 0]);
-        client.call(operation::REGISTER, 0, &body).expect("login");
-        client
+        self.call(operation::REGISTER, 0, &body)
     }
 
     /// Sends one request; returns the reply body or the status.

@@ -106,10 +106,9 @@ pub struct NodePorts {
     pub websocket: u16,
 }
 
-/// Cluster metadata for a single node: exactly one healthy leader.
-pub fn single_node_cluster(out: &mut Vec<u8>, ip: &str, ports: NodePorts) {
-    let node = ClusterNode { name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 };
-    cluster(out, "single-node", &[node]);
+/// The one node of a single-node server: a healthy leader.
+pub fn single_node(ip: &str, ports: NodePorts) -> ClusterNode {
+    ClusterNode { name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 }
 }
 
 /// One node of cluster metadata.
