@@ -189,6 +189,7 @@ fn partition_seeds(dir: &Path) -> std::io::Result<()> {
         consumer_offset_fsync: true,
         validate_checksum: true,
         deduplication: None,
+        direct_log: true,
     };
     let p = Path::new("/p");
     let mut log = block_on(PartitionLog::open(&storage, p, 0, settings, false)).expect("open");

@@ -58,6 +58,7 @@ impl Run {
             consumer_offset_fsync: true,
             validate_checksum: true,
             deduplication: None,
+            direct_log: rng.chance(75),
         };
         let storage = SimStorage::new();
         let log = block_on(PartitionLog::open(&storage, Path::new(DIR), 0, settings, true)).expect("a new partition");

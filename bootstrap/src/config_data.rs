@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
-use rill_application::partition::{DedupSettings, PartitionDefaults};
+use rill_application::partition::{DedupSettings, DirectIo, PartitionDefaults};
 use rill_application::shard::{DataConfig, FreeSpaceFloor};
 use rill_domain::retention::RetentionDefaults;
 use rill_domain::topic_options::{NEVER_EXPIRE, UNLIMITED_SIZE, parse_duration_us, parse_size_bytes};
@@ -70,6 +70,17 @@ fn free_space_floor(leaves: &BTreeMap<String, Value>) -> anyhow::Result<FreeSpac
     Ok(FreeSpaceFloor::Basis(basis))
 }
 
+/// `[system.partition] direct_io`: "off", "persisted" or "all".
+fn direct_io(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DirectIo> {
+    let key = "system.partition.direct_io";
+    match text(leaves, key).trim() {
+        "off" => Ok(DirectIo::Off),
+        "persisted" => Ok(DirectIo::Persisted),
+        "all" => Ok(DirectIo::All),
+        other => bail!("invalid value for `{key}`: `{other}` (expected \"off\", \"persisted\" or \"all\")"),
+    }
+}
+
 pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfig> {
     let max_entries = leaves["system.message_deduplication.max_entries"]
         .as_integer()
@@ -84,6 +95,7 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
             max_entries: max_entries as usize,
             expiry_us: duration(leaves, "system.message_deduplication.expiry")?,
         },
+        direct_io: direct_io(leaves)?,
     };
     let cleaner_interval_us = flag(leaves, "data_maintenance.messages.cleaner_enabled")
         .then(|| duration(leaves, "data_maintenance.messages.interval"))
@@ -149,6 +161,16 @@ mod tests {
     }
 
     #[test]
+    fn direct_io_names_which_topics_bypass_the_page_cache() {
+        use rill_application::partition::DirectIo;
+        assert_eq!(load(None, &env(&[])).unwrap().data.partition.direct_io, DirectIo::Off);
+        for (value, expected) in [("off", DirectIo::Off), ("persisted", DirectIo::Persisted), ("all", DirectIo::All)] {
+            let data = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO", value)])).unwrap().data;
+            assert_eq!(data.partition.direct_io, expected, "{value}");
+        }
+    }
+
+    #[test]
     fn bad_data_values_stop_the_start() {
         for (key, value) in [
             ("IGGY_SYSTEM_TOPIC_MESSAGE_EXPIRY", "soon"),
@@ -156,6 +178,7 @@ mod tests {
             ("IGGY_SYSTEM_DISK_MIN_FREE_SPACE", "150%"),
             ("IGGY_SYSTEM_MESSAGE_DEDUPLICATION_MAX_ENTRIES", "0"),
             ("IGGY_DATA_MAINTENANCE_SCRUBBER_RATE", "fast"),
+            ("IGGY_SYSTEM_PARTITION_DIRECT_IO", "sometimes"),
         ] {
             let error = load(None, &env(&[(key, value)])).unwrap_err().to_string();
             assert!(error.contains(value), "{key}: {error}");

@@ -291,7 +291,7 @@ fn peer_shard(
     let Ok(ShardSetup { shared, factory, host_stats }) = setup.recv() else { return Ok(()) };
     shard_runtime()?.block_on(async move {
         let parts = ShardParts {
-            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()),
+            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()).with_pool(shared.pool),
             clock: SystemClock::default(),
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,
@@ -383,7 +383,7 @@ impl Shard0 {
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
         let pending = recovered.pending;
         let parts = ShardParts {
-            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()),
+            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()).with_pool(shared.pool),
             clock,
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,

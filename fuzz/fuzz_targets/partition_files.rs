@@ -42,6 +42,7 @@ fuzz_target!(|data: &[u8]| {
         consumer_offset_fsync: true,
         validate_checksum: true,
         deduplication: None,
+        direct_log: flags & 2 == 2,
     };
     let Ok(mut log) = block_on(PartitionLog::open(&storage, dir, 0, settings, flags & 1 == 1)) else { return };
     let (first, next) = (log.first_offset(), log.next_offset());

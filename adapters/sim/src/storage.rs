@@ -2,7 +2,9 @@
 //! `crash` keeps only durable bytes, optionally with a torn prefix of the unsynced tail,
 //! which is what a power loss can leave behind. Faults can be injected: every mutating call
 //! from a given one on fails (ENOSPC or EIO) until healed, and a capacity makes writes past
-//! it fail the way a full disk does, after writing what fits.
+//! it fail the way a full disk does, after writing what fits. Files opened direct pad each
+//! append with zeros to the next 4 KiB boundary, as the io_uring adapter's `O_DIRECT`
+//! files do on disk, so recovery meets that padding after a crash.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +21,20 @@ use crate::Jitter;
 struct FileState {
     written: Vec<u8>,
     durable: Vec<u8>,
+    /// What a direct file's open descriptor knows it wrote (`written` may run on with
+    /// padding); `None` once it is reopened or the disk crashed.
+    logical: Option<u64>,
 }
+
+impl FileState {
+    /// The length a descriptor reports: what a direct one wrote, else the bytes on disk.
+    fn length(&self) -> u64 {
+        self.logical.unwrap_or(self.written.len() as u64)
+    }
+}
+
+/// The block a direct file's appends are padded to.
+const DIRECT_BLOCK: usize = 4096;
 
 /// Injected failures of mutating calls (writes, syncs, truncations, creations, renames,
 /// removals, directory syncs).
@@ -77,7 +92,7 @@ impl Disk {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.files.values().map(|f| f.written.len() as u64).sum()
+        self.files.values().map(FileState::length).sum()
     }
 
     /// How many bytes a file may grow by before the capacity is reached.
@@ -95,6 +110,7 @@ pub struct SimStorage {
 pub struct SimFile {
     disk: Rc<RefCell<Disk>>,
     path: PathBuf,
+    direct: bool,
 }
 
 impl SimStorage {
@@ -122,6 +138,7 @@ impl SimStorage {
             }
             state.written = survived.clone();
             state.durable = survived;
+            state.logical = None;
         }
     }
 
@@ -186,6 +203,22 @@ impl SimStorage {
     }
 }
 
+impl SimStorage {
+    fn open_file(&self, path: &Path, direct: bool) -> io::Result<SimFile> {
+        let mut disk = self.disk.borrow_mut();
+        match disk.files.get_mut(path) {
+            // A new descriptor knows the file's length, padding and all.
+            Some(state) => state.logical = None,
+            None => {
+                disk.mutate()?;
+                disk.files.insert(path.to_path_buf(), FileState::default());
+            }
+        }
+        drop(disk);
+        Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf(), direct })
+    }
+}
+
 fn missing(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} does not exist", path.display()))
 }
@@ -200,7 +233,7 @@ impl SimFile {
 impl StorageFile for SimFile {
     async fn len(&self) -> io::Result<u64> {
         let disk = self.disk.borrow();
-        Ok(disk.files.get(&self.path).ok_or_else(|| missing(&self.path))?.written.len() as u64)
+        Ok(disk.files.get(&self.path).ok_or_else(|| missing(&self.path))?.length())
     }
 
     async fn read_exact_at(&self, mut buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
@@ -227,20 +260,38 @@ impl StorageFile for SimFile {
         }
         let mut room = disk.room();
         let Some(state) = disk.files.get_mut(&self.path) else { return (Err(missing(&self.path)), bufs) };
+        let before = state.length();
+        let mut len = before;
         let mut at = position as usize;
         for buf in &bufs {
-            let growth = (at + buf.len()).saturating_sub(state.written.len()) as u64;
+            let growth = (at as u64 + buf.len() as u64).saturating_sub(len);
             // A full disk takes what fits, then refuses the rest, as a short write would.
             let fits = if growth > room { buf.len() - (growth - room) as usize } else { buf.len() };
             if state.written.len() < at + fits {
                 state.written.resize(at + fits, 0);
             }
             state.written[at..at + fits].copy_from_slice(&buf[..fits]);
+            len = len.max((at + fits) as u64);
             if fits < buf.len() {
+                if self.direct {
+                    // A failed direct write leaves the descriptor's length as it was.
+                    state.logical = Some(before);
+                }
                 return (Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk is full")), bufs);
             }
             room -= growth;
             at += buf.len();
+        }
+        if self.direct {
+            state.logical = Some(len);
+            // An append rewrites its last block whole, zeros after the data (the block is
+            // allocated either way, so the padding takes no room).
+            if position == before {
+                let padded = at.div_ceil(DIRECT_BLOCK) * DIRECT_BLOCK;
+                if state.written.len() < padded {
+                    state.written.resize(padded, 0);
+                }
+            }
         }
         (Ok(()), bufs)
     }
@@ -260,6 +311,7 @@ impl StorageFile for SimFile {
         disk.mutate()?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.written.resize(len as usize, 0);
+        state.logical = None;
         Ok(())
     }
 }
@@ -268,13 +320,11 @@ impl Storage for SimStorage {
     type File = SimFile;
 
     async fn open(&self, path: &Path) -> io::Result<SimFile> {
-        let mut disk = self.disk.borrow_mut();
-        if !disk.files.contains_key(path) {
-            disk.mutate()?;
-            disk.files.insert(path.to_path_buf(), FileState::default());
-        }
-        drop(disk);
-        Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf() })
+        self.open_file(path, false)
+    }
+
+    async fn open_direct(&self, path: &Path) -> io::Result<SimFile> {
+        self.open_file(path, true)
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {

@@ -1,7 +1,10 @@
 //! File storage on compio, and the offload of CPU-heavy work to compio's blocking pool.
 //! Reads, writes and fsyncs (a directory's too) go through io_uring; listing and recursive
 //! removal use std, because io_uring has no opcode for them, and they run only when a
-//! partition opens or is deleted, never on a send or poll.
+//! partition opens or is deleted, never on a send or poll. Files opened direct write with
+//! `O_DIRECT` (see `direct`).
+
+mod direct;
 
 use std::io;
 use std::path::Path;
@@ -12,19 +15,25 @@ use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
 use rill_application::latency::Histogram;
-use rill_application::memory_pool::PoolSlice;
+use rill_application::memory_pool::{MemoryPool, PoolSlice};
 use rill_application::ports::{Space, Storage, StorageFile};
 
 /// With a histogram, every file fsync's duration is recorded in it (the server's
-/// `rill_fsync_duration_seconds`).
+/// `rill_fsync_duration_seconds`). With a pool, direct writes stage their blocks in its
+/// buffers.
 #[derive(Debug, Clone, Default)]
 pub struct UringStorage {
     fsync_latency: Option<Arc<Histogram>>,
+    pool: Option<&'static MemoryPool>,
 }
 
 impl UringStorage {
     pub fn timing_fsyncs(histogram: Arc<Histogram>) -> Self {
-        Self { fsync_latency: Some(histogram) }
+        Self { fsync_latency: Some(histogram), pool: None }
+    }
+
+    pub fn with_pool(self, pool: &'static MemoryPool) -> Self {
+        Self { pool: Some(pool), ..self }
     }
 }
 
@@ -32,10 +41,15 @@ impl UringStorage {
 pub struct UringFile {
     file: File,
     fsync_latency: Option<Arc<Histogram>>,
+    /// The `O_DIRECT` descriptor a direct file's appends go through.
+    direct: Option<direct::DirectLog>,
 }
 
 impl StorageFile for UringFile {
     async fn len(&self) -> io::Result<u64> {
+        if let Some(direct) = self.active_direct() {
+            return Ok(direct.len());
+        }
         Ok(self.file.metadata().await?.len())
     }
 
@@ -50,6 +64,55 @@ impl StorageFile for UringFile {
     }
 
     async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
+        let Some(direct) = self.active_direct() else { return self.buffered_write(bufs, position).await };
+        if position == direct.len() {
+            match direct.append(&self.file, &bufs).await {
+                Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {
+                    // The filesystem or device refuses O_DIRECT (before any byte moved):
+                    // the file goes buffered from now on, without its padding.
+                    direct.retire();
+                    if let Err(error) = self.file.set_len(position).await {
+                        return (Err(error), bufs);
+                    }
+                    return self.buffered_write(bufs, position).await;
+                }
+                appended => return (appended, bufs),
+            }
+        }
+        // Not an append (recovery rewriting a range): buffered, and the direct side learns
+        // the new length and forgets the last block's bytes.
+        let end = position + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+        let (result, bufs) = self.buffered_write(bufs, position).await;
+        direct.reset(direct.len().max(end));
+        (result, bufs)
+    }
+
+    async fn sync(&self) -> io::Result<()> {
+        let started = std::time::Instant::now();
+        // One inode: an fdatasync through the buffered descriptor covers direct writes too
+        // (their data is on the device already; this flushes its cache and the file size).
+        let synced = self.file.sync_data().await;
+        if let Some(histogram) = &self.fsync_latency {
+            histogram.record(started.elapsed().as_micros() as u64);
+        }
+        synced
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        let result = self.file.set_len(len).await;
+        if let Some(direct) = self.active_direct() {
+            direct.reset(len);
+        }
+        result
+    }
+}
+
+impl UringFile {
+    fn active_direct(&self) -> Option<&direct::DirectLog> {
+        self.direct.as_ref().filter(|direct| direct.is_active())
+    }
+
+    async fn buffered_write(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
         // Each range goes to the kernel as it sits in its buffer: one vectored write.
         let mut homes = Vec::with_capacity(bufs.len());
         let slices: Vec<_> = bufs
@@ -69,19 +132,6 @@ impl StorageFile for UringFile {
             .collect();
         (result, bufs)
     }
-
-    async fn sync(&self) -> io::Result<()> {
-        let started = std::time::Instant::now();
-        let synced = self.file.sync_data().await;
-        if let Some(histogram) = &self.fsync_latency {
-            histogram.record(started.elapsed().as_micros() as u64);
-        }
-        synced
-    }
-
-    async fn truncate(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len).await
-    }
 }
 
 impl Storage for UringStorage {
@@ -89,7 +139,22 @@ impl Storage for UringStorage {
 
     async fn open(&self, path: &Path) -> io::Result<UringFile> {
         let file = OpenOptions::new().read(true).write(true).create(true).open(path).await?;
-        Ok(UringFile { file, fsync_latency: self.fsync_latency.clone() })
+        Ok(UringFile { file, fsync_latency: self.fsync_latency.clone(), direct: None })
+    }
+
+    async fn open_direct(&self, path: &Path) -> io::Result<UringFile> {
+        let mut file = self.open(path).await?;
+        let o_direct = nix::fcntl::OFlag::O_DIRECT.bits();
+        match OpenOptions::new().write(true).custom_flags(o_direct).open(path).await {
+            Ok(direct) => {
+                let len = file.file.metadata().await?.len();
+                file.direct = Some(direct::DirectLog::new(direct, len, self.pool));
+            }
+            // A filesystem without O_DIRECT: the file is an ordinary one.
+            Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
+            Err(error) => return Err(error),
+        }
+        Ok(file)
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {

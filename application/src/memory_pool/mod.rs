@@ -9,8 +9,8 @@
 //!
 //! Capacities are multiples of the 4 KiB page. Addresses are page-aligned only when the
 //! process's allocator makes them so (the server binary's does, for page-sized requests);
-//! nothing here depends on it, because Rill does not use `O_DIRECT`, the one case where the
-//! kernel requires aligned buffers.
+//! nothing here depends on it: the one user that needs aligned buffers, a direct log's
+//! write (`O_DIRECT`), checks the address and aligns a plain buffer itself when it must.
 //!
 //! Accounting: the pool counts the bytes of the bucket buffers it has created, in use or
 //! free, and never lets that total pass its budget; past the budget, or above the largest

@@ -48,6 +48,19 @@ pub struct DedupSettings {
     pub expiry_us: u64,
 }
 
+/// Which topics' logs are written with direct I/O (`[system.partition] direct_io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DirectIo {
+    /// Every log goes through the page cache.
+    #[default]
+    Off,
+    /// Topics whose durability is `persisted` (fsync per send): their bytes must reach the
+    /// device before the acknowledgement anyway, so they go there once, from the pool.
+    Persisted,
+    /// Every topic.
+    All,
+}
+
 /// Server-wide settings every partition runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionDefaults {
@@ -56,6 +69,7 @@ pub struct PartitionDefaults {
     /// Whether topics that do not say deduplicate message ids.
     pub deduplicate: bool,
     pub dedup_window: DedupSettings,
+    pub direct_io: DirectIo,
 }
 
 impl Default for PartitionDefaults {
@@ -64,6 +78,7 @@ impl Default for PartitionDefaults {
             validate_checksum: true,
             deduplicate: false,
             dedup_window: DedupSettings { max_entries: 10_000, expiry_us: 60_000_000 },
+            direct_io: DirectIo::default(),
         }
     }
 }
@@ -78,6 +93,8 @@ pub struct PartitionSettings {
     pub consumer_offset_fsync: bool,
     pub validate_checksum: bool,
     pub deduplication: Option<DedupSettings>,
+    /// The active segment's log is written with direct I/O.
+    pub direct_log: bool,
 }
 
 impl PartitionSettings {
@@ -90,6 +107,11 @@ impl PartitionSettings {
             consumer_offset_fsync: topic.consumer_offset_fsync,
             validate_checksum: defaults.validate_checksum,
             deduplication: topic.deduplicate.unwrap_or(defaults.deduplicate).then_some(defaults.dedup_window),
+            direct_log: match defaults.direct_io {
+                DirectIo::Off => false,
+                DirectIo::Persisted => topic.enforce_fsync,
+                DirectIo::All => true,
+            },
         }
     }
 }
@@ -151,7 +173,12 @@ impl<S: Storage> PartitionLog<S> {
         let mut segments = Vec::with_capacity(starts.len().max(1));
         for (i, &start) in starts.iter().enumerate() {
             let last = i + 1 == starts.len();
-            let mode = LoadMode { torn_tail_possible: last && !clean, next_start: starts.get(i + 1).copied() };
+            let mode = LoadMode {
+                torn_tail_possible: last && !clean,
+                next_start: starts.get(i + 1).copied(),
+                // A sealed segment is never written again.
+                direct: last && settings.direct_log,
+            };
             let (segment, recovery) = Segment::load(storage, dir, start, mode).await?;
             if recovery != Recovery::default() {
                 tracing::warn!(dir = %dir.display(), start, ?recovery, "segment repaired at start");
@@ -159,7 +186,7 @@ impl<S: Storage> PartitionLog<S> {
             segments.push(segment);
         }
         if segments.is_empty() {
-            segments.push(Segment::create(storage, dir, 0).await?);
+            segments.push(Segment::create(storage, dir, 0, settings.direct_log).await?);
         }
         let next_offset = segments.last().map_or(0, |s| s.end_offset());
         let last_timestamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
@@ -378,7 +405,7 @@ impl<S: Storage> PartitionLog<S> {
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {
         // A sealed segment is never written again, so make it durable once, now.
         self.segments.last_mut().unwrap().sync().await?;
-        let segment = match Segment::create(storage, &self.dir, start_offset).await {
+        let segment = match Segment::create(storage, &self.dir, start_offset, self.settings.direct_log).await {
             Ok(segment) => segment,
             Err(error) => {
                 // Best effort: a half-created segment must not outlive the failed roll (the
@@ -427,7 +454,7 @@ impl<S: Storage> PartitionLog<S> {
         let fresh = async {
             storage.remove_dir_all(&self.dir).await?;
             storage.create_dir_all(&self.dir).await?;
-            let segment = Segment::create(storage, &self.dir, 0).await?;
+            let segment = Segment::create(storage, &self.dir, 0, self.settings.direct_log).await?;
             Ok::<_, io::Error>((segment, ConsumerOffsets::load(storage, &self.dir).await?))
         };
         let (segment, offsets) = match fresh.await {

@@ -11,7 +11,7 @@ use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{BATCH_HEADER_SIZE, INDEX_ENTRY_SIZE, MAX_FRAME_SIZE};
 use rill_domain::segment::{self, IndexEntry};
 
-use super::segment::{Segment, batch_matches, entry_for, scratch, within_frame};
+use super::segment::{Segment, batch_matches, entry_for, open_log, scratch, within_frame};
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
@@ -36,6 +36,8 @@ const RESYNC_WINDOW: usize = 4 << 20;
 pub struct LoadMode {
     /// The active segment after an unclean stop: its unsynced tail may be torn.
     pub torn_tail_possible: bool,
+    /// Open the log direct (appends bypass the page cache).
+    pub direct: bool,
     /// The start offset of the next segment, which bounds this one's offsets.
     pub next_start: Option<u64>,
 }
@@ -51,15 +53,16 @@ impl<F: StorageFile> Segment<F> {
         mode: LoadMode,
     ) -> io::Result<(Self, Recovery)> {
         let log_path = dir.join(segment::log_file_name(start_offset));
-        let log = storage.open(&log_path).await?;
+        let log = open_log(storage, &log_path, mode.direct).await?;
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         let log_len = log.len().await?;
         let mut entries = read_index(&index).await?;
         let read_entries = entries.clone();
         let offset_limit = mode.next_start.map(|next| next.saturating_sub(start_offset));
         keep_consistent_prefix(&mut entries, log_len, offset_limit);
-        let mut segment =
-            Self { start_offset, log_path, log: std::rc::Rc::new(log), index, size_bytes: 0, entries, indexed: 0 };
+        let log = std::rc::Rc::new(log);
+        let direct = mode.direct;
+        let mut segment = Self { start_offset, log_path, log, index, size_bytes: 0, entries, indexed: 0, direct };
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last

@@ -37,6 +37,9 @@ pub struct Segment<F> {
     pub entries: Vec<IndexEntry>,
     /// How many of `entries` the index file holds.
     pub(super) indexed: usize,
+    /// Whether the log was opened direct (its file may run on with padding; see the
+    /// storage port).
+    pub(super) direct: bool,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -85,18 +88,24 @@ impl<F: StorageFile> Segment<F> {
         &self.log_path
     }
 
-    pub async fn create<S: Storage<File = F>>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<Self> {
+    pub async fn create<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+        start_offset: u64,
+        direct: bool,
+    ) -> io::Result<Self> {
         // The log file's name is what makes a segment exist at start (an index alone is
         // removed), so it is created last: a creation that fails half-way leaves no segment
         // that would claim offsets the active one goes on taking.
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         index.truncate(0).await?;
         let log_path = dir.join(segment::log_file_name(start_offset));
-        let log = storage.open(&log_path).await?;
+        let log = open_log(storage, &log_path, direct).await?;
         if log.len().await? > 0 {
             log.truncate(0).await?;
         }
-        Ok(Self { start_offset, log_path, log: Rc::new(log), index, size_bytes: 0, entries: Vec::new(), indexed: 0 })
+        let log = Rc::new(log);
+        Ok(Self { start_offset, log_path, log, index, size_bytes: 0, entries: Vec::new(), indexed: 0, direct })
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
@@ -193,10 +202,13 @@ impl<F: StorageFile> Segment<F> {
         (Ok(()), written)
     }
 
-    /// Makes the segment durable whole: the entries held back are written, then log and
-    /// index are fsynced.
+    /// Makes the segment durable whole: the entries held back are written, a direct log's
+    /// padding is cut, then log and index are fsynced.
     pub async fn sync(&mut self) -> io::Result<()> {
         self.write_index().await?;
+        if self.direct {
+            self.log.truncate(self.size_bytes).await?;
+        }
         self.log.sync().await?;
         self.index.sync().await
     }
@@ -239,6 +251,13 @@ impl<F: StorageFile> Segment<F> {
     pub fn offset_at_timestamp(&self, timestamp: u64) -> Option<u64> {
         let index = segment::find_by_timestamp(&self.entries, timestamp)?;
         Some(self.start_offset + self.entries[index].relative_offset as u64)
+    }
+}
+
+pub(super) async fn open_log<S: Storage>(storage: &S, path: &Path, direct: bool) -> io::Result<S::File> {
+    match direct {
+        true => storage.open_direct(path).await,
+        false => storage.open(path).await,
     }
 }
 

@@ -10,6 +10,9 @@
 //!   writes (the simulated adapter does exactly that).
 //! - Directory operations on a missing path: `list_dir` returns nothing, `remove_dir_all`
 //!   succeeds.
+//! - `open_direct` opens a file whose appends (writes at its end) may bypass the page
+//!   cache. Until it is truncated, such a file may hold up to 4095 zero bytes past what
+//!   was written after it is closed; while open, `len` reports what was written.
 //! - A failed call (a full disk is `StorageFull`, a device error `Other` or the OS's code)
 //!   changes nothing it did not report: a failed `write_at` may have written a prefix, which
 //!   the caller cuts or overwrites.
@@ -42,6 +45,11 @@ pub trait Storage {
 
     /// Opens a file for reading and writing, creating it when missing.
     async fn open(&self, path: &Path) -> io::Result<Self::File>;
+    /// Opens a file like `open`, for appends that go straight to the device where the
+    /// adapter can (see the module's contract on padding).
+    async fn open_direct(&self, path: &Path) -> io::Result<Self::File> {
+        self.open(path).await
+    }
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     async fn remove_file(&self, path: &Path) -> io::Result<()>;

@@ -55,6 +55,8 @@ pub fn settings(segment_size_bytes: u64, enforce_fsync: bool, messages_required_
         consumer_offset_fsync: true,
         validate_checksum: true,
         deduplication: None,
+        // As the server's default: persisted topics write their logs direct.
+        direct_log: enforce_fsync,
     }
 }
 

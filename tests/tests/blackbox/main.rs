@@ -10,6 +10,7 @@ mod config;
 mod consumer_groups;
 mod crash_loop;
 mod dedup;
+mod direct_io;
 mod disk_full;
 mod encryption;
 mod high_level;
