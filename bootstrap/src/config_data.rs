@@ -70,6 +70,16 @@ fn free_space_floor(leaves: &BTreeMap<String, Value>) -> anyhow::Result<FreeSpac
     Ok(FreeSpaceFloor::Basis(basis))
 }
 
+/// A size that may be 0 ("0" or "0 B": none).
+fn cache_size(leaves: &BTreeMap<String, Value>, key: &str) -> anyhow::Result<u64> {
+    let value = text(leaves, key);
+    if value.trim() == "0" {
+        return Ok(0);
+    }
+    parse_size_bytes(value)
+        .with_context(|| format!("invalid value for `{key}`: `{value}` (expected a size such as \"256 MiB\", or 0)"))
+}
+
 /// `[system.partition] direct_io`: "off", "persisted" or "all".
 fn direct_io(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DirectIo> {
     let key = "system.partition.direct_io";
@@ -113,6 +123,7 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
         scrub_bytes_per_second,
         min_free_space: free_space_floor(leaves)?,
         space_check_interval_us: duration(leaves, "system.disk.check_interval")?,
+        direct_io_cache_bytes: cache_size(leaves, "system.partition.direct_io_cache")?,
     })
 }
 
@@ -163,7 +174,11 @@ mod tests {
     #[test]
     fn direct_io_names_which_topics_bypass_the_page_cache() {
         use rill_application::partition::DirectIo;
-        assert_eq!(load(None, &env(&[])).unwrap().data.partition.direct_io, DirectIo::Off);
+        let defaults = load(None, &env(&[])).unwrap().data;
+        assert_eq!(defaults.partition.direct_io, DirectIo::Off);
+        assert_eq!(defaults.direct_io_cache_bytes, 256 << 20);
+        let none = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO_CACHE", "0")])).unwrap().data;
+        assert_eq!(none.direct_io_cache_bytes, 0);
         for (value, expected) in [("off", DirectIo::Off), ("persisted", DirectIo::Persisted), ("all", DirectIo::All)] {
             let data = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO", value)])).unwrap().data;
             assert_eq!(data.partition.direct_io, expected, "{value}");
@@ -179,6 +194,7 @@ mod tests {
             ("IGGY_SYSTEM_MESSAGE_DEDUPLICATION_MAX_ENTRIES", "0"),
             ("IGGY_DATA_MAINTENANCE_SCRUBBER_RATE", "fast"),
             ("IGGY_SYSTEM_PARTITION_DIRECT_IO", "sometimes"),
+            ("IGGY_SYSTEM_PARTITION_DIRECT_IO_CACHE", "lots"),
         ] {
             let error = load(None, &env(&[(key, value)])).unwrap_err().to_string();
             assert!(error.contains(value), "{key}: {error}");

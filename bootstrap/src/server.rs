@@ -183,6 +183,13 @@ fn memory_pool(config: &Config) -> anyhow::Result<MemoryPool> {
         .map_err(|error| anyhow::anyhow!("memory pool: {error}"))
 }
 
+/// A shard's storage: fsyncs timed, direct writes staged in the pool and the latest kept.
+fn shard_storage(shared: &Shared) -> UringStorage {
+    UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone())
+        .with_pool(shared.pool)
+        .keeping_recent_writes(shared.config.data.direct_io_cache_bytes as usize)
+}
+
 /// Logs the pool's use once a minute, and once more at shutdown.
 async fn report_pool(shared: Arc<Shared>) {
     loop {
@@ -291,7 +298,7 @@ fn peer_shard(
     let Ok(ShardSetup { shared, factory, host_stats }) = setup.recv() else { return Ok(()) };
     shard_runtime()?.block_on(async move {
         let parts = ShardParts {
-            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()).with_pool(shared.pool),
+            storage: shard_storage(&shared),
             clock: SystemClock::default(),
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,
@@ -383,7 +390,7 @@ impl Shard0 {
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
         let pending = recovered.pending;
         let parts = ShardParts {
-            storage: UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone()).with_pool(shared.pool),
+            storage: shard_storage(&shared),
             clock,
             diagnostics: HostDiagnostics::new(shared.config.data_path.clone()),
             host_metrics: host_stats,

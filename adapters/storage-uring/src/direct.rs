@@ -12,15 +12,21 @@
 //! zero bytes past what was written; `len` reports what was written, and the segment
 //! truncates the padding when it seals. After a crash the padding is a tail that does not
 //! parse as a batch, which recovery cuts like any torn tail.
+//!
+//! The staging buffer of each append goes to the shard's `RecentWrites` when there is one,
+//! and reads it holds are served from there.
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::rc::Rc;
 
 use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::fs::File;
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
 use rill_application::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
+
+use crate::recent::RecentWrites;
 
 /// The alignment `O_DIRECT` is given: the page, a multiple of every logical block size
 /// in common use (512 B and 4 KiB).
@@ -33,6 +39,8 @@ pub(crate) struct DirectLog {
     state: RefCell<State>,
     /// Cleared when the kernel refused a direct write (EINVAL): the file is buffered since.
     active: Cell<bool>,
+    /// The shard's recent writes and this file's name in them.
+    recent: Option<(Rc<RefCell<RecentWrites>>, u64)>,
 }
 
 #[derive(Debug)]
@@ -44,9 +52,18 @@ struct State {
 }
 
 impl DirectLog {
-    pub(crate) fn new(file: File, len: u64, pool: Option<&'static MemoryPool>) -> Self {
+    pub(crate) fn new(
+        file: File,
+        len: u64,
+        pool: Option<&'static MemoryPool>,
+        recent: Option<Rc<RefCell<RecentWrites>>>,
+    ) -> Self {
         let tail = len.is_multiple_of(BLOCK).then(Vec::new);
-        Self { file, pool, state: RefCell::new(State { len, tail }), active: Cell::new(true) }
+        let recent = recent.map(|recent| {
+            let name = recent.borrow_mut().register();
+            (recent, name)
+        });
+        Self { file, pool, state: RefCell::new(State { len, tail }), active: Cell::new(true), recent }
     }
 
     pub(crate) fn is_active(&self) -> bool {
@@ -61,12 +78,21 @@ impl DirectLog {
         self.state.borrow().len
     }
 
-    /// After a write elsewhere (the buffered descriptor) or a truncation: the new length,
-    /// and the last block's bytes are read again before the next append.
-    pub(crate) fn reset(&self, len: u64) {
+    /// After a write elsewhere (the buffered descriptor) from `changed_from`, or a
+    /// truncation to it: the new length, the last block's bytes read again before the next
+    /// append, and nothing kept from the changed range on.
+    pub(crate) fn reset(&self, len: u64, changed_from: u64) {
         let mut state = self.state.borrow_mut();
         state.len = len;
         state.tail = len.is_multiple_of(BLOCK).then(Vec::new);
+        if let Some((recent, name)) = &self.recent {
+            recent.borrow_mut().forget_from(*name, changed_from);
+        }
+    }
+
+    /// Fills `out` from the recent writes when they hold every byte of it.
+    pub(crate) fn read_recent(&self, position: u64, out: &mut [u8]) -> bool {
+        self.recent.as_ref().is_some_and(|(recent, name)| recent.borrow().read(*name, position, out))
     }
 
     /// Appends `bufs` at the end of the file. `buffered` reads the last block's bytes when
@@ -112,6 +138,9 @@ impl DirectLog {
         let mut state = self.state.borrow_mut();
         state.len = end;
         state.tail = Some(staging[offset + last_block..offset + total].to_vec());
+        if let Some((recent, name)) = &self.recent {
+            recent.borrow_mut().insert(*name, aligned, staging, offset, total);
+        }
         Ok(())
     }
 
@@ -129,5 +158,13 @@ impl DirectLog {
         let misalignment = buf.as_ptr() as usize % BLOCK as usize;
         let offset = if misalignment == 0 { 0 } else { BLOCK as usize - misalignment };
         (buf, offset)
+    }
+}
+
+impl Drop for DirectLog {
+    fn drop(&mut self) {
+        if let Some((recent, name)) = &self.recent {
+            recent.borrow_mut().forget(*name);
+        }
     }
 }

@@ -5,9 +5,12 @@
 //! `O_DIRECT` (see `direct`).
 
 mod direct;
+mod recent;
 
+use std::cell::RefCell;
 use std::io;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use compio::BufResult;
@@ -20,20 +23,28 @@ use rill_application::ports::{Space, Storage, StorageFile};
 
 /// With a histogram, every file fsync's duration is recorded in it (the server's
 /// `rill_fsync_duration_seconds`). With a pool, direct writes stage their blocks in its
-/// buffers.
+/// buffers; with a budget for recent writes, the last of those blocks stay for reads (one
+/// shard's storage and its clones share them).
 #[derive(Debug, Clone, Default)]
 pub struct UringStorage {
     fsync_latency: Option<Arc<Histogram>>,
     pool: Option<&'static MemoryPool>,
+    recent: Option<Rc<RefCell<recent::RecentWrites>>>,
 }
 
 impl UringStorage {
     pub fn timing_fsyncs(histogram: Arc<Histogram>) -> Self {
-        Self { fsync_latency: Some(histogram), pool: None }
+        Self { fsync_latency: Some(histogram), ..Self::default() }
     }
 
     pub fn with_pool(self, pool: &'static MemoryPool) -> Self {
         Self { pool: Some(pool), ..self }
+    }
+
+    /// Keeps up to `budget_bytes` of the latest direct writes for reads (0: none).
+    pub fn keeping_recent_writes(self, budget_bytes: usize) -> Self {
+        let recent = (budget_bytes > 0).then(|| Rc::new(RefCell::new(recent::RecentWrites::new(budget_bytes))));
+        Self { recent, ..self }
     }
 }
 
@@ -53,8 +64,14 @@ impl StorageFile for UringFile {
         Ok(self.file.metadata().await?.len())
     }
 
-    async fn read_exact_at(&self, buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
+    async fn read_exact_at(&self, mut buf: PoolSlice, position: u64) -> (io::Result<()>, PoolSlice) {
         if buf.is_empty() {
+            return (Ok(()), buf);
+        }
+        // Fresh bytes of a direct log are in memory, not in the page cache.
+        if let Some(direct) = self.active_direct()
+            && direct.read_recent(position, &mut buf)
+        {
             return (Ok(()), buf);
         }
         // The kernel fills the slice's range of the pooled buffer in place: no copy.
@@ -71,6 +88,7 @@ impl StorageFile for UringFile {
                     // The filesystem or device refuses O_DIRECT (before any byte moved):
                     // the file goes buffered from now on, without its padding.
                     direct.retire();
+                    direct.reset(position, 0);
                     if let Err(error) = self.file.set_len(position).await {
                         return (Err(error), bufs);
                     }
@@ -83,7 +101,7 @@ impl StorageFile for UringFile {
         // the new length and forgets the last block's bytes.
         let end = position + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
         let (result, bufs) = self.buffered_write(bufs, position).await;
-        direct.reset(direct.len().max(end));
+        direct.reset(direct.len().max(end), position);
         (result, bufs)
     }
 
@@ -101,7 +119,7 @@ impl StorageFile for UringFile {
     async fn truncate(&self, len: u64) -> io::Result<()> {
         let result = self.file.set_len(len).await;
         if let Some(direct) = self.active_direct() {
-            direct.reset(len);
+            direct.reset(len, len);
         }
         result
     }
@@ -148,7 +166,7 @@ impl Storage for UringStorage {
         match OpenOptions::new().write(true).custom_flags(o_direct).open(path).await {
             Ok(direct) => {
                 let len = file.file.metadata().await?.len();
-                file.direct = Some(direct::DirectLog::new(direct, len, self.pool));
+                file.direct = Some(direct::DirectLog::new(direct, len, self.pool, self.recent.clone()));
             }
             // A filesystem without O_DIRECT: the file is an ordinary one.
             Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}

@@ -38,11 +38,16 @@ async fn append<F: StorageFile>(file: &F, position: usize, parts: &[Vec<u8>]) {
     result.expect("append");
 }
 
+/// Plain and pooled staging (pool buffers in a test binary need not be page-aligned; the
+/// server's allocator makes them so), with no recent writes kept, a few, and plenty.
 fn storages() -> Vec<UringStorage> {
     let pool = MemoryPool::new(512 << 20, 4).expect("pool").leak();
-    // Pool buffers in a test binary need not be page-aligned (the server's allocator makes
-    // them so): both the pooled and the plain staging paths are exercised.
-    vec![UringStorage::default(), UringStorage::default().with_pool(pool)]
+    vec![
+        UringStorage::default(),
+        UringStorage::default().with_pool(pool),
+        UringStorage::default().keeping_recent_writes(40 << 10),
+        UringStorage::default().with_pool(pool).keeping_recent_writes(64 << 20),
+    ]
 }
 
 #[test]
@@ -71,8 +76,12 @@ fn appends_of_every_size_read_back_exactly_and_pad_the_file_to_the_block() {
 
 #[test]
 fn truncation_and_rewrites_keep_later_appends_right() {
-    let storage = UringStorage::default();
-    let path = fresh_path("truncate.log");
+    for (n, storage) in storages().into_iter().enumerate() {
+        truncation_and_rewrites(storage, fresh_path(&format!("truncate-{n}.log")));
+    }
+}
+
+fn truncation_and_rewrites(storage: UringStorage, path: PathBuf) {
     run(async {
         let file = storage.open_direct(&path).await.unwrap();
         let mut expected = bytes(1, 10_000);
@@ -119,5 +128,36 @@ fn a_reopened_padded_file_shows_its_padding_until_cut_then_appends_continue() {
         append(&file, 5_000, std::slice::from_ref(&more)).await;
         let expected = [written, more].concat();
         assert_eq!(read_all(&file, expected.len()).await, expected);
+    });
+}
+
+#[test]
+fn the_latest_direct_writes_are_read_from_memory_and_older_ones_from_the_file() {
+    let storage = UringStorage::default().keeping_recent_writes(64 << 10);
+    let path = fresh_path("recent.log");
+    run(async {
+        let file = storage.open_direct(&path).await.unwrap();
+        let mut expected = Vec::new();
+        for i in 0..40u8 {
+            let part = bytes(i, 3_000);
+            append(&file, expected.len(), std::slice::from_ref(&part)).await;
+            expected.extend(part);
+        }
+        // Change every byte on disk behind the adapter's back.
+        std::fs::write(&path, vec![0xEE; expected.len()]).unwrap();
+        let at = expected.len() - 20_000;
+        let (result, recent) = file.read_exact_at(PoolSlice::plain(vec![0; 20_000]), at as u64).await;
+        result.unwrap();
+        assert_eq!(&recent[..], &expected[at..], "the last 20 KB come from memory");
+        let (result, old) = file.read_exact_at(PoolSlice::plain(vec![0; 100]), 0).await;
+        result.unwrap();
+        assert_eq!(&old[..], &[0xEE; 100][..], "the first bytes were evicted: read from the file");
+        // A truncation forgets what it cut; appends after it are kept again.
+        file.truncate(at as u64).await.unwrap();
+        let more = bytes(99, 5_000);
+        append(&file, at, std::slice::from_ref(&more)).await;
+        let (result, back) = file.read_exact_at(PoolSlice::plain(vec![0; 5_000]), at as u64).await;
+        result.unwrap();
+        assert_eq!(&back[..], &more[..]);
     });
 }

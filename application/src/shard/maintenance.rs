@@ -26,6 +26,8 @@ pub struct DataConfig {
     /// Below this much free space on the data volume, sends are refused.
     pub min_free_space: FreeSpaceFloor,
     pub space_check_interval_us: u64,
+    /// Per shard, bytes of the latest direct log writes the storage keeps for polls.
+    pub direct_io_cache_bytes: u64,
 }
 
 impl Default for DataConfig {
@@ -37,6 +39,7 @@ impl Default for DataConfig {
             scrub_bytes_per_second: Some(8 << 20),
             min_free_space: FreeSpaceFloor::Bytes(64 << 20),
             space_check_interval_us: 1_000_000,
+            direct_io_cache_bytes: 256 << 20,
         }
     }
 }
