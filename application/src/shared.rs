@@ -222,11 +222,31 @@ pub struct ReplicaState {
     commit: AtomicU64,
     /// View, primary and status, packed (see `set_role`).
     role: AtomicU64,
+    /// Per replica id, the admitted connections it holds open to this node's replica plane.
+    inbound: Box<[AtomicU32]>,
 }
 
 impl ReplicaState {
-    pub fn new(commit: u64) -> Self {
-        Self { commit: AtomicU64::new(commit), role: AtomicU64::new(1) }
+    pub fn new(commit: u64, replicas: u8) -> Self {
+        let inbound = (0..replicas).map(|_| AtomicU32::new(0)).collect();
+        Self { commit: AtomicU64::new(commit), role: AtomicU64::new(1), inbound }
+    }
+
+    /// A peer's connection to this node's replica plane was admitted (`up`) or closed.
+    pub fn peer_connection(&self, replica: u8, up: bool) {
+        if let Some(count) = self.inbound.get(replica as usize) {
+            match up {
+                true => count.fetch_add(1, Ordering::AcqRel),
+                false => count.fetch_sub(1, Ordering::AcqRel),
+            };
+        }
+    }
+
+    /// Whether a peer holds a connection open to this node: every live replica keeps one to
+    /// each other replica it has sent to (all of them within a heartbeat or a recovery of
+    /// starting), and a process that dies has its connections closed by its kernel.
+    pub fn peer_connected(&self, replica: u8) -> bool {
+        self.inbound.get(replica as usize).is_some_and(|count| count.load(Ordering::Acquire) > 0)
     }
 
     pub fn commit(&self) -> u64 {
@@ -321,13 +341,14 @@ impl Shared {
         pool: &'static MemoryPool,
     ) -> Self {
         let security = config.security;
+        let replicas = config.membership.replica_count;
         Self {
             sessions: Sessions::new(LoginGuard::new(security.login_max_failures, security.login_failure_window_us)),
             groups: Groups::new(security.rebalancing_timeout_us),
             config,
             shard_count,
             partitions: PartitionTable::new(shard_count),
-            replica: ReplicaState::new(commit),
+            replica: ReplicaState::new(commit, replicas),
             telemetry: Telemetry::default(),
             start_time_us,
             pool,

@@ -80,8 +80,12 @@ pub fn serve(system: &Rc<ProductionShard>, cluster: &ClusterConfig, listener: Op
         let system = receiver.clone();
         Box::pin(async move { system.on_replica_message(message).await })
     });
+    let watched = system.clone();
+    let presence: rill_adapter_replica_tcp::Presence =
+        Rc::new(move |replica, up| watched.shared.replica.peer_connection(replica, up));
     let (me, replicas) = (cluster.replica_id, cluster.replicas.len() as u8);
-    compio::runtime::spawn(rill_adapter_replica_tcp::serve(listener, handler, security, me, replicas)).detach();
+    let plane = rill_adapter_replica_tcp::serve(listener, handler, presence, security, me, replicas);
+    compio::runtime::spawn(plane).detach();
     let ticker = system.clone();
     compio::runtime::spawn(async move {
         loop {

@@ -46,6 +46,9 @@ const HANDSHAKES_MAX: usize = 64;
 /// What the plane calls for every message that arrives.
 pub type Handler = Rc<dyn Fn(Message) -> Pin<Box<dyn Future<Output = ()>>>>;
 
+/// What the plane calls when a peer's admitted connection opens (`true`) or closes.
+pub type Presence = Rc<dyn Fn(u8, bool)>;
+
 /// How connections prove themselves: the keys, and TLS both ways when it is on.
 #[derive(Clone)]
 pub struct Security {
@@ -125,8 +128,16 @@ impl RefusalLog {
 }
 
 /// Serves peers' connections on `listener`: each passes TLS (when on) and the handshake,
-/// then every message it sends goes to `handler`.
-pub async fn serve(listener: TcpListener, handler: Handler, security: Security, replica_id: u8, replicas: u8) {
+/// then every message it sends goes to `handler`; `presence` hears of each admitted
+/// connection opening and closing.
+pub async fn serve(
+    listener: TcpListener,
+    handler: Handler,
+    presence: Presence,
+    security: Security,
+    replica_id: u8,
+    replicas: u8,
+) {
     let refusals = Rc::new(RefusalLog::default());
     let handshaking = Rc::new(std::cell::Cell::new(0usize));
     loop {
@@ -138,6 +149,7 @@ pub async fn serve(listener: TcpListener, handler: Handler, security: Security, 
                 }
                 let _ = stream.set_nodelay(true);
                 let (handler, security, refusals) = (handler.clone(), security.clone(), refusals.clone());
+                let presence = presence.clone();
                 let handshaking = handshaking.clone();
                 handshaking.set(handshaking.get() + 1);
                 compio::runtime::spawn(async move {
@@ -145,7 +157,11 @@ pub async fn serve(listener: TcpListener, handler: Handler, security: Security, 
                         compio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &security, replica_id, replicas)).await;
                     handshaking.set(handshaking.get() - 1);
                     match admitted {
-                        Ok(Ok((link, from))) => receive(link, peer, from, handler).await,
+                        Ok(Ok((link, from))) => {
+                            presence(from, true);
+                            receive(link, peer, from, handler).await;
+                            presence(from, false);
+                        }
                         Ok(Err(reason)) => refusals.refused(peer, &reason),
                         Err(_) => refusals.refused(peer, "no handshake within 5 s"),
                     }

@@ -201,6 +201,7 @@ impl<E: Env> Shard<E> {
             return vec![response::single_node(&config.advertised_ip, config.ports)];
         }
         let role = self.shared.replica.role();
+        let me = config.membership.replica_id as usize;
         self.shared
             .config
             .cluster_nodes
@@ -211,7 +212,8 @@ impl<E: Env> Shard<E> {
                 ip: ip.clone(),
                 ports: *ports,
                 role: if role.normal && role.primary as usize == index { 0 } else { 1 },
-                status: 0,
+                // Healthy, or Unreachable when the peer holds no connection to this node.
+                status: if index == me || self.shared.replica.peer_connected(index as u8) { 0 } else { 3 },
             })
             .collect()
     }

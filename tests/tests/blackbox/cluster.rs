@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use iggy::prelude::ClusterClient;
 use rill_tests::raw::{self, Request};
 use rill_tests::{TestServer, connect_root_no_reconnect, free_port};
 
@@ -105,6 +106,16 @@ pub(crate) async fn create_through_any(cluster: &Cluster, candidates: &[usize], 
     Err(last.unwrap_or_else(|| anyhow::anyhow!("no candidate")))
 }
 
+/// The status of every node in the cluster metadata node `asked` gives (through the
+/// official client, which may move to the primary: any survivor's view will do).
+async fn statuses_are(cluster: &Cluster, asked: usize, expected: [u8; NODES]) -> anyhow::Result<()> {
+    let client = connect_root_no_reconnect(&cluster.addresses[asked]).await?;
+    let metadata = client.get_cluster_metadata().await?;
+    let statuses: Vec<u8> = metadata.nodes.iter().map(|node| node.status as u8).collect();
+    anyhow::ensure!(statuses == expected, "statuses {statuses:?}, expected {expected:?}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_fail_over_and_the_killed_primary_catches_up() -> anyhow::Result<()> {
     let mut cluster = start_cluster()?;
@@ -126,15 +137,19 @@ async fn three_nodes_fail_over_and_the_killed_primary_catches_up() -> anyhow::Re
         .await?;
     }
 
+    eventually(timeout, "cluster metadata names every node healthy", || statuses_are(&cluster, 0, [0, 0, 0])).await?;
     cluster.nodes[0].kill9()?;
     for index in 0..2 {
         let name = format!("after-{index}");
         eventually(timeout, "create through the new primary", || create_through_any(&cluster, &[1, 2], &name)).await?;
     }
+    // Unreachable (3): the killed node holds no connection to the survivors any more.
+    eventually(timeout, "the killed node is unreachable", || statuses_are(&cluster, 1, [3, 0, 0])).await?;
 
     cluster.nodes[0].restart()?;
     eventually(timeout, "create once the old primary is back", || create_through_any(&cluster, &[1, 2], "rejoined"))
         .await?;
+    eventually(timeout, "the restarted node is healthy again", || statuses_are(&cluster, 2, [0, 0, 0])).await?;
     let expected = ["after-0", "after-1", "before-0", "before-1", "before-2", "rejoined"];
     eventually(timeout, "all three nodes hold the same metadata", || async {
         let bodies: Vec<Vec<u8>> =
