@@ -234,6 +234,8 @@ fn spawn_maintenance(system: &Rc<ProductionShard>) {
     if let Some(rate) = data.scrub_bytes_per_second {
         compio::runtime::spawn(scrub(system.clone(), rate)).detach();
     }
+    let flusher = system.clone();
+    compio::runtime::spawn(async move { flusher.run_flusher().await }).detach();
     let retrier = system.clone();
     compio::runtime::spawn(async move {
         loop {

@@ -125,7 +125,14 @@ pub struct Appended {
     /// Messages dropped because their id was stored in the window already.
     pub duplicates: u32,
     pub bytes: u64,
+    /// A flush threshold was reached and the flush was left to the caller (`append_deferring`).
+    pub flush_due: bool,
 }
+
+/// How far past its flush thresholds a journal may grow while a deferred flush is pending:
+/// beyond it, the send flushes itself (a flusher that falls behind slows producers down
+/// instead of letting memory grow).
+const DEFERRED_FLUSH_SLACK: u64 = 4;
 
 pub struct PartitionLog<S: Storage> {
     dir: PathBuf,
@@ -252,7 +259,25 @@ impl<S: Storage> PartitionLog<S> {
     /// succeeds (each later send first retries what is pending).
     /// The batch arrives as the range of its request frame and stays there, stamped in
     /// place, until it is written; refused or dropped, it goes back to the pool with it.
-    pub async fn append(&mut self, storage: &S, mut stored: PoolSlice, now_us: u64) -> io::Result<Appended> {
+    pub async fn append(&mut self, storage: &S, stored: PoolSlice, now_us: u64) -> io::Result<Appended> {
+        self.append_with(storage, stored, now_us, false).await
+    }
+
+    /// Like `append`, except that a topic without fsync leaves a flush its thresholds call
+    /// for to the caller (`flush_due`), who acknowledges the send first: the batch is
+    /// journaled, which is all such a send promises. Far past the thresholds the send still
+    /// flushes itself.
+    pub async fn append_deferring(&mut self, storage: &S, stored: PoolSlice, now_us: u64) -> io::Result<Appended> {
+        self.append_with(storage, stored, now_us, true).await
+    }
+
+    async fn append_with(
+        &mut self,
+        storage: &S,
+        mut stored: PoolSlice,
+        now_us: u64,
+        defer: bool,
+    ) -> io::Result<Appended> {
         if self.write_failure.is_some() {
             self.flush(storage, self.settings.enforce_fsync).await?;
         }
@@ -272,7 +297,8 @@ impl<S: Storage> PartitionLog<S> {
                 stored.truncate(len);
                 duplicates = mask.iter().filter(|&&d| d).count() as u32;
                 if kept == 0 {
-                    return Ok(Appended { base_offset: self.next_offset, stored: 0, duplicates, bytes: 0 });
+                    let base_offset = self.next_offset;
+                    return Ok(Appended { base_offset, stored: 0, duplicates, bytes: 0, flush_due: false });
                 }
                 let mut dropped = mask.iter();
                 batch_ids.retain(|_| !dropped.next().copied().unwrap_or(false));
@@ -284,9 +310,14 @@ impl<S: Storage> PartitionLog<S> {
         let count = BatchHeader::read(&stored).message_count;
         let bytes = stored.len() as u64;
         self.push_journal(stored, count);
-        let threshold_reached = self.journal_messages >= self.settings.messages_required_to_save
-            || self.journal_bytes >= self.settings.size_required_to_save_bytes;
+        let (messages_due, bytes_due) =
+            (u64::from(self.settings.messages_required_to_save), self.settings.size_required_to_save_bytes);
+        let threshold_reached = u64::from(self.journal_messages) >= messages_due || self.journal_bytes >= bytes_due;
+        let far_past = u64::from(self.journal_messages) >= messages_due.saturating_mul(DEFERRED_FLUSH_SLACK)
+            || self.journal_bytes >= bytes_due.saturating_mul(DEFERRED_FLUSH_SLACK);
+        let flush_due = threshold_reached && defer && !self.settings.enforce_fsync && !far_past;
         if (threshold_reached || self.settings.enforce_fsync)
+            && !flush_due
             && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
         {
             // Never written: its offsets are given out again. Written but not made durable
@@ -301,7 +332,7 @@ impl<S: Storage> PartitionLog<S> {
         if let (Some(window), Some(ids)) = (&mut self.dedup, ids) {
             window.record(&ids, now_us);
         }
-        Ok(Appended { base_offset, stored: count, duplicates, bytes })
+        Ok(Appended { base_offset, stored: count, duplicates, bytes, flush_due })
     }
 
     fn push_journal(&mut self, stored: PoolSlice, count: u32) {

@@ -5,6 +5,7 @@
 //! `.await`.
 
 mod clients;
+mod flusher;
 mod groups;
 mod maintenance;
 mod messages;
@@ -267,6 +268,8 @@ pub struct Shard<E: Env> {
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
     /// Seals messages before they are stored and opens them in polls (encryption at rest).
     encryptor: Option<crate::encryption::Encryptor>,
+    /// Partitions whose flush a send left to the flusher.
+    flush_queue: flusher::FlushQueue,
 }
 
 impl<E: Env> Shard<E> {
@@ -286,6 +289,7 @@ impl<E: Env> Shard<E> {
             encryptor,
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),
+            flush_queue: flusher::FlushQueue::default(),
         }
     }
 

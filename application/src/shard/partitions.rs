@@ -61,7 +61,7 @@ impl<E: Env> Shard<E> {
         Ok(())
     }
 
-    fn owned(&self, namespace: Namespace) -> Result<Rc<Partition<E::Storage>>, ErrorCode> {
+    pub(super) fn owned(&self, namespace: Namespace) -> Result<Rc<Partition<E::Storage>>, ErrorCode> {
         self.partitions.borrow().get(&namespace).cloned().ok_or(ErrorCode::PartitionNotFound)
     }
 
@@ -269,7 +269,10 @@ impl<E: Env> Shard<E> {
             None => batch,
         };
         let was_read_only = log.write_failure().is_some();
-        let result = log.append(&self.storage, batch, self.now_us()).await;
+        let result = match self.flush_queue.running() {
+            true => log.append_deferring(&self.storage, batch, self.now_us()).await,
+            false => log.append(&self.storage, batch, self.now_us()).await,
+        };
         self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
         let appended = result.map_err(|_| {
             data.sends_refused.fetch_add(1, Ordering::Relaxed);
@@ -281,11 +284,14 @@ impl<E: Env> Shard<E> {
         if appended.duplicates > 0 {
             data.duplicates_dropped.fetch_add(appended.duplicates as u64, Ordering::Relaxed);
         }
+        if appended.flush_due {
+            self.flush_queue.push(namespace);
+        }
         Ok(appended)
     }
 
     /// Counts a failed write and logs each change of a partition's read-only state once.
-    fn note_write(
+    pub(super) fn note_write(
         &self,
         namespace: Namespace,
         was_read_only: bool,

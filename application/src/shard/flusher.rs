@@ -1,0 +1,70 @@
+//! Deferred flushes. A send to a topic without fsync that reaches a flush threshold is
+//! acknowledged once journaled, which is all such a send promises, and its flush runs in
+//! the shard's flusher task right after; the partition's lock orders it with the sends that
+//! follow, so the acknowledgement goes out while the write is under way instead of after
+//! it. A flush that fails leaves the partition read-only with its batches still journaled,
+//! as a failed flush of acknowledged batches always has (the retry loop writes them once
+//! the disk takes writes). Without a flusher running (a shard driven by hand in tests),
+//! sends flush themselves.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, VecDeque};
+
+use rill_domain::namespace::Namespace;
+
+use super::Shard;
+use crate::ports::Env;
+
+pub(super) struct FlushQueue {
+    due: RefCell<VecDeque<Namespace>>,
+    /// Partitions in `due`, so one is queued once however many sends reach a threshold.
+    queued: RefCell<BTreeSet<Namespace>>,
+    ready: async_lock::Semaphore,
+    running: Cell<bool>,
+}
+
+impl Default for FlushQueue {
+    fn default() -> Self {
+        Self {
+            due: RefCell::default(),
+            queued: RefCell::default(),
+            ready: async_lock::Semaphore::new(0),
+            running: Cell::new(false),
+        }
+    }
+}
+
+impl FlushQueue {
+    pub(super) fn running(&self) -> bool {
+        self.running.get()
+    }
+
+    pub(super) fn push(&self, namespace: Namespace) {
+        if self.queued.borrow_mut().insert(namespace) {
+            self.due.borrow_mut().push_back(namespace);
+            self.ready.add_permits(1);
+        }
+    }
+}
+
+impl<E: Env> Shard<E> {
+    /// Runs this shard's deferred flushes, for as long as the shard runs.
+    pub async fn run_flusher(&self) {
+        let queue = &self.flush_queue;
+        queue.running.set(true);
+        loop {
+            queue.ready.acquire().await.forget();
+            let Some(namespace) = queue.due.borrow_mut().pop_front() else { continue };
+            queue.queued.borrow_mut().remove(&namespace);
+            let Ok(partition) = self.owned(namespace) else { continue };
+            let mut log = partition.log.lock().await;
+            if partition.closed.get() {
+                continue;
+            }
+            let was_read_only = log.write_failure().is_some();
+            let result = log.flush(&self.storage, false).await;
+            self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
+            partition.refresh(&log);
+        }
+    }
+}
