@@ -3,7 +3,8 @@
 //! clients at every bus hop and disk call (the simulated network: each client has one
 //! request in flight, lands on a seeded shard and reconnects now and then). The run sends,
 //! polls, stores and reads consumer offsets, flushes, rolls 1 MiB segments, lets the
-//! shards' own cleaner expire segments and retry failed writes, fails storage calls,
+//! shards' own cleaner expire segments and retry failed writes, runs (in most seeds) each
+//! shard's flusher beside the requests for the flushes sends leave to it, fails storage calls,
 //! restarts gracefully and loses power (unsynced bytes lost, a torn tail kept, fsyncs
 //! honoured). Checked at every poll and after every restart: every message acknowledged on
 //! a persisted topic is present, byte-exact, at one offset, unless its segment expired; no
@@ -110,6 +111,9 @@ struct Run {
     /// Each client's next send number, kept across restarts (the order check reads it).
     sequence: Vec<u64>,
     tasks: Vec<Task>,
+    /// Each shard's flusher task, when the run has them (sends then leave flushes to it).
+    with_flushers: bool,
+    flushers: Vec<Pin<Box<dyn Future<Output = ()>>>>,
     topics: Vec<TopicModel>,
     /// Every payload ever submitted: served messages must be among them.
     sent: BTreeSet<String>,
@@ -153,6 +157,7 @@ impl Run {
         let jitter = Jitter::seeded(seed, 30 + rng.below(40));
         storage.set_jitter(jitter.clone());
         let big_payloads = rng.chance(40);
+        let with_flushers = rng.chance(70);
         let mut run = Self {
             seed,
             rng,
@@ -166,6 +171,8 @@ impl Run {
             clients: Vec::new(),
             sequence: Vec::new(),
             tasks: Vec::new(),
+            with_flushers,
+            flushers: Vec::new(),
             topics: Vec::new(),
             sent: BTreeSet::new(),
             cleaned_us: 0,
@@ -193,6 +200,35 @@ impl Run {
         config.data.scrub_bytes_per_second = None;
         let started = start_on(&self.storage, config, &self.clock, self.shard_count, self.pool, self.jitter.clone());
         self.shards = started.unwrap_or_else(|e| self.fail(format!("start: {e}"))).0;
+        if self.with_flushers {
+            for shard in &self.shards {
+                let shard = shard.clone();
+                self.flushers.push(Box::pin(async move { shard.run_flusher().await }));
+            }
+            self.poll_flushers();
+        }
+    }
+
+    /// Lets every flusher run until it waits.
+    fn poll_flushers(&mut self) {
+        let mut context = Context::from_waker(Waker::noop());
+        for flusher in &mut self.flushers {
+            let _ = flusher.as_mut().poll(&mut context);
+        }
+    }
+
+    /// Runs `future` to its end with the flushers running beside it (a shutdown's flush
+    /// may wait for a partition a flusher is writing).
+    fn drive<T>(&mut self, future: impl Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        let mut context = Context::from_waker(Waker::noop());
+        for _ in 0..1_000_000 {
+            if let Poll::Ready(value) = future.as_mut().poll(&mut context) {
+                return value;
+            }
+            self.poll_flushers();
+        }
+        self.fail("a shutdown step never finishes".into())
     }
 
     fn connect_clients(&mut self) {
@@ -339,6 +375,9 @@ impl Run {
             }
             let index = self.rng.below(self.tasks.len() as u64) as usize;
             self.advance(index);
+            if self.rng.chance(30) {
+                self.poll_flushers();
+            }
         }
     }
 
@@ -486,6 +525,7 @@ impl Run {
     /// Drops the shards and everything they hold; every pool buffer must be back.
     fn stop(&mut self) {
         self.tasks.clear();
+        self.flushers.clear();
         self.clients.clear();
         for shard in &self.shards {
             self.totals.expired_segments += shard.shared.telemetry.data.retention_segments.swap(0, Ordering::Relaxed);
@@ -538,8 +578,9 @@ impl Run {
         self.heal_at_step = None;
         self.drain();
         self.trace(|| "graceful restart".into());
-        let flushed = block_on(self.shards[0].flush_all());
-        if flushed.is_err() || block_on(self.shards[0].mark_clean_shutdown()).is_err() {
+        let first = self.shards[0].clone();
+        let flushed = self.drive(first.flush_all());
+        if flushed.is_err() || self.drive(first.mark_clean_shutdown()).is_err() {
             return self.crash();
         }
         self.totals.restarts += 1;
@@ -653,6 +694,9 @@ impl Run {
                         self.advance(index);
                     }
                 }
+                if self.rng.chance(40) {
+                    self.poll_flushers();
+                }
             }
             75..=78 if self.cleaning == 0 => self.maintain(true),
             79..=80 => self.maintain(false),
@@ -664,6 +708,7 @@ impl Run {
                 for index in (0..self.tasks.len()).rev() {
                     self.advance(index);
                 }
+                self.poll_flushers();
             }
         }
     }
