@@ -89,13 +89,11 @@ fn a_journal_far_past_its_thresholds_is_flushed_by_the_send() {
     let mut pool = LocalPool::new();
     let mut client = shard_with_flusher(&storage, &mut pool);
     create_stream_and_topic(&mut client, "events", 1);
-    // The flusher never runs again: sends defer until the journal holds four thresholds.
-    for _ in 0..3 {
-        big_send(&mut client, 0).expect("acknowledged");
-    }
+    // The flusher never runs again: sends defer until the journal holds twice a threshold.
+    big_send(&mut client, 0).expect("acknowledged");
     assert_eq!(logged_bytes(&storage), 0);
     big_send(&mut client, 0).expect("acknowledged");
-    assert!(logged_bytes(&storage) >= 4 * PAST_THRESHOLD, "the fourth send wrote the journal itself");
+    assert!(logged_bytes(&storage) >= 2 * PAST_THRESHOLD, "the second send wrote the journal itself");
 }
 
 #[test]

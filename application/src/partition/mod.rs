@@ -130,9 +130,10 @@ pub struct Appended {
 }
 
 /// How far past its flush thresholds a journal may grow while a deferred flush is pending:
-/// beyond it, the send flushes itself (a flusher that falls behind slows producers down
-/// instead of letting memory grow).
-const DEFERRED_FLUSH_SLACK: u64 = 4;
+/// at twice a threshold the send flushes itself, so a flusher that falls behind slows
+/// producers down instead of letting memory grow (a journal holds at most about twice
+/// what it held when every threshold flush ran in the send).
+const DEFERRED_FLUSH_SLACK: u64 = 2;
 
 pub struct PartitionLog<S: Storage> {
     dir: PathBuf,
