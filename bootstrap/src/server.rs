@@ -284,7 +284,10 @@ async fn serve_inbox(system: Rc<ProductionShard>, inbox: Inbox) {
     let adopt = move |fd, peer, kind| match kind {
         ConnectionKind::Tcp => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer, None),
         ConnectionKind::MovedTcp(state) => rill_adapter_transport_tcp::adopt(adopter.clone(), fd, peer, Some(state)),
-        ConnectionKind::WebSocket => rill_adapter_transport_ws::adopt(adopter.clone(), fd, peer),
+        ConnectionKind::WebSocket => rill_adapter_transport_ws::adopt(adopter.clone(), fd, peer, None),
+        ConnectionKind::MovedWebSocket(state) => {
+            rill_adapter_transport_ws::adopt(adopter.clone(), fd, peer, Some(state))
+        }
     };
     system.serve_inbox(inbox, adopt).await
 }

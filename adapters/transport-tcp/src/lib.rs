@@ -146,7 +146,8 @@ async fn serve_plain<E: Env>(
         match request_loop(&system, &connection, &mut stream, true, &mut unbound_since).await {
             Ok(Ended::Moving(target)) => {
                 let Ok(fd) = stream.as_fd().try_clone_to_owned() else { continue };
-                if system.move_connection(target, fd, peer, connection.state()).await.is_ok() {
+                if system.move_connection(target, fd, peer, ConnectionKind::MovedTcp(connection.state())).await.is_ok()
+                {
                     let (client_id, from) = (connection.client_id, system.shard_id());
                     tracing::info!(client_id, %peer, from, shard = target, "client moved");
                     return;

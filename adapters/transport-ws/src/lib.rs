@@ -1,30 +1,34 @@
 //! The WebSocket transport: the client sends each request frame as one binary message and
 //! gets each reply as one. Plaintext connections are handed to the shard picked by
-//! `next_connection_shard` at accept time,
-//! like TCP ones (the upgrade happens on the serving shard); TLS (`wss://`) stays on shard 0.
+//! `next_connection_shard` at accept time, like TCP ones (the upgrade happens on the
+//! serving shard), and between requests they move to the shard owning the partitions they
+//! use; TLS (`wss://`) stays on shard 0. The framing is this crate's own (`frame`,
+//! `socket`): payloads are read straight into pooled request frames, and nothing is read
+//! ahead, which is what lets a connection move by descriptor.
+
+mod frame;
+mod handshake;
+mod socket;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
+use compio::io::{AsyncRead, AsyncWrite};
 use compio::net::{TcpListener, TcpStream};
 use compio::tls::TlsAcceptor;
-use compio::ws::tungstenite::Message;
-use compio::ws::tungstenite::protocol::WebSocketConfig;
-use rill_application::memory_pool::PoolBuf;
 use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
-use rill_application::{Connection, Outcome, Shard, Transport};
+use rill_application::{Connection, ConnectionState, Outcome, Shard, Transport};
 use rill_domain::constants::MAX_FRAME_SIZE;
 use rill_domain::wire::header::{EvictionReason, encode_eviction};
 
-/// Messages and frames above the protocol's frame limit are refused by the WebSocket
-/// layer itself, before they are buffered.
-/// A message (one request frame) may be at most `max_frame_bytes`.
-fn config(max_frame_bytes: usize) -> WebSocketConfig {
-    let limit = max_frame_bytes.min(MAX_FRAME_SIZE);
-    WebSocketConfig::default().max_message_size(Some(limit)).max_frame_size(Some(limit))
-}
+use socket::{End, Socket};
+
+/// Close codes of RFC 6455 section 7.4.1.
+const CLOSE_NORMAL: u16 = 1000;
+const CLOSE_PROTOCOL_ERROR: u16 = 1002;
 
 /// Accepts WebSocket connections on shard 0: plaintext ones go by descriptor to the shard
 /// `next_connection_shard` picks (possibly this one); with TLS they are served here.
@@ -37,14 +41,14 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
     let mut accepted = 0u64;
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
-            compio::time::sleep(std::time::Duration::from_millis(10)).await;
+            compio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         if let Some(acceptor) = tls.clone() {
             let system = system.clone();
             compio::runtime::spawn(async move {
                 match acceptor.accept(stream).await {
-                    Ok(tls_stream) => upgrade_and_serve(system, tls_stream, peer).await,
+                    Ok(tls_stream) => serve_fixed(system, tls_stream, peer).await,
                     Err(error) => tracing::debug!(%peer, %error, "websocket TLS handshake failed"),
                 }
             })
@@ -56,86 +60,160 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
         let fd = match (target == system.shard_id(), stream.as_fd().try_clone_to_owned()) {
             (false, Ok(fd)) => fd,
             _ => {
-                compio::runtime::spawn(upgrade_and_serve(system.clone(), stream, peer)).detach();
+                compio::runtime::spawn(serve_plain(system.clone(), stream, peer, None)).detach();
                 continue;
             }
         };
         drop(stream);
         if let Err(fd) = handoff.hand_off(target, fd, peer, ConnectionKind::WebSocket).await {
-            adopt(system.clone(), fd, peer);
+            adopt(system.clone(), fd, peer, None);
         }
     }
 }
 
-/// Serves a WebSocket connection handed over by shard 0 (still before its upgrade).
-pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr) {
+/// Serves a WebSocket connection handed over by shard 0 (still before its upgrade), or
+/// moved here upgraded by a peer shard together with its session (`moved`).
+pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr, moved: Option<ConnectionState>) {
     match TcpStream::from_std(std::net::TcpStream::from(fd)) {
-        Ok(stream) => compio::runtime::spawn(upgrade_and_serve(system, stream, peer)).detach(),
+        Ok(stream) => compio::runtime::spawn(serve_plain(system, stream, peer, moved)).detach(),
         Err(error) => tracing::warn!(%peer, %error, "cannot adopt a handed-off websocket connection"),
     }
 }
 
-async fn upgrade_and_serve<E: Env, T>(system: Rc<Shard<E>>, stream: T, peer: SocketAddr)
-where
-    T: compio::ws::IntoMaybeTlsStream<TcpStream>,
-{
-    let mut socket = match compio::ws::accept_async_with_config(stream, Some(config(system.max_frame_bytes()))).await {
-        Ok(socket) => socket,
+/// The largest message accepted: one request frame within the configured limit.
+fn max_message(system: &Shard<impl Env>) -> usize {
+    system.max_frame_bytes().min(MAX_FRAME_SIZE)
+}
+
+/// Upgrades a new connection and registers its client; `None` when either fails (a full
+/// server is told so with an Eviction first).
+async fn open<E: Env, S: AsyncRead + AsyncWrite>(
+    system: &Shard<E>,
+    mut stream: S,
+    peer: SocketAddr,
+) -> Option<(Socket<S>, Connection)> {
+    let carry = match handshake::accept(&mut stream).await {
+        Ok(carry) => carry,
         Err(error) => {
             tracing::debug!(%peer, %error, "websocket upgrade failed");
-            return;
+            return None;
         }
     };
+    let mut socket = Socket::new(stream, carry, max_message(system));
     let Some(client_id) = system.connect(peer.to_string(), Transport::WebSocket) else {
-        let refusal = encode_eviction(1, EvictionReason::SessionError, (0, 0));
-        let _ = socket.send(Message::Binary(refusal.into())).await;
-        let _ = socket.close(None).await;
-        return;
+        let _ = socket.send_bytes(encode_eviction(1, EvictionReason::SessionError, (0, 0))).await;
+        socket.close(CLOSE_NORMAL).await;
+        return None;
     };
     tracing::info!(client_id, %peer, shard = system.shard_id(), transport = "websocket", "client connected");
-    let connection = Connection::new(client_id);
-    let mut unbound_since = std::time::Instant::now();
+    Some((socket, Connection::new(client_id)))
+}
+
+/// Serves a plaintext connection; between requests it may move to the shard owning the
+/// partitions it keeps using (if that shard cannot take it, it stays here).
+async fn serve_plain<E: Env>(
+    system: Rc<Shard<E>>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    moved: Option<ConnectionState>,
+) {
+    let (mut socket, connection) = match moved {
+        Some(state) => (Socket::new(stream, Vec::new(), max_message(&system)), system.resume_connection(state)),
+        None => match open(&system, stream, peer).await {
+            Some(opened) => opened,
+            None => return,
+        },
+    };
+    let mut unbound_since = Instant::now();
     loop {
-        // A whole message must arrive within the idle limit, or what is left of the login
-        // timeout while the connection has no session.
-        let deadline = system.header_deadline(&connection, unbound_since.elapsed().as_micros() as u64);
-        let read = match deadline {
-            Some((timeout_us, _)) => {
-                compio::time::timeout(std::time::Duration::from_micros(timeout_us), socket.read()).await
-            }
-            None => Ok(socket.read().await),
-        };
-        let Ok(read) = read else {
-            let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
-            let client = connection.bound().map_or(1, |bound| bound.client);
-            let _ = socket.send(Message::Binary(encode_eviction(client, reason, (0, 0)).into())).await;
+        let Some(target) = request_loop(&system, &connection, &mut socket, true, &mut unbound_since).await else {
             break;
         };
-        // The message's own buffer becomes the request frame (no copy when the WebSocket
-        // layer holds it alone).
+        let Ok(fd) = socket.stream().as_fd().try_clone_to_owned() else { continue };
+        let kind = ConnectionKind::MovedWebSocket(connection.state());
+        if system.move_connection(target, fd, peer, kind).await.is_ok() {
+            let (client_id, from) = (connection.client_id, system.shard_id());
+            tracing::info!(client_id, %peer, from, shard = target, transport = "websocket", "client moved");
+            return;
+        }
+    }
+    system.on_disconnect(connection.client_id);
+}
+
+/// Serves a connection that cannot move (TLS: its session lives on this shard).
+async fn serve_fixed<E: Env, S: AsyncRead + AsyncWrite>(system: Rc<Shard<E>>, stream: S, peer: SocketAddr) {
+    let Some((mut socket, connection)) = open(&system, stream, peer).await else { return };
+    let mut unbound_since = Instant::now();
+    request_loop(&system, &connection, &mut socket, false, &mut unbound_since).await;
+    system.on_disconnect(connection.client_id);
+}
+
+/// Serves requests until the connection ends (`None`, the stream closed or told why) or,
+/// when it is `movable`, until it should move to another shard (`Some(shard)`, asked
+/// between requests with nothing of the next one read). A whole message must arrive within
+/// the idle limit, or what is left of the login timeout while the connection has no session.
+async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
+    system: &Shard<E>,
+    connection: &Connection,
+    socket: &mut Socket<S>,
+    movable: bool,
+    unbound_since: &mut Instant,
+) -> Option<u16> {
+    loop {
+        let deadline = system.header_deadline(connection, unbound_since.elapsed().as_micros() as u64);
+        let read = match deadline {
+            Some((timeout_us, _)) => {
+                compio::time::timeout(Duration::from_micros(timeout_us), socket.read_message(system.pool())).await
+            }
+            None => Ok(socket.read_message(system.pool()).await),
+        };
         let frame = match read {
-            Ok(Message::Binary(bytes)) => Vec::from(bytes),
-            // Text is treated as bytes, as the clients do; control frames are answered by
-            // the WebSocket layer itself.
-            Ok(Message::Text(text)) => text.as_bytes().to_vec(),
-            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
-            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(Ok(frame)) => frame,
+            Err(_elapsed) => {
+                let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
+                let client = connection.bound().map_or(1, |bound| bound.client);
+                let _ = socket.send_bytes(encode_eviction(client, reason, (0, 0))).await;
+                socket.close(CLOSE_NORMAL).await;
+                return None;
+            }
+            Ok(Err(end)) => {
+                let client_id = connection.client_id;
+                match end {
+                    End::Refused(error) => {
+                        tracing::debug!(client_id, ?error, "websocket frame refused");
+                        socket.close(error.close_code()).await;
+                    }
+                    End::Io(error) => tracing::debug!(client_id, %error, "websocket connection closed"),
+                    End::Closed => {}
+                }
+                return None;
+            }
         };
         let was_bound = connection.bound().is_some();
-        let Some(outcome) = system.handle_frame(&connection, PoolBuf::plain(frame)).await else { break };
+        // A message that is not exactly one request frame ends the connection.
+        let Some(outcome) = system.handle_frame(connection, frame).await else {
+            socket.close(CLOSE_PROTOCOL_ERROR).await;
+            return None;
+        };
         if was_bound && connection.bound().is_none() {
-            unbound_since = std::time::Instant::now();
+            *unbound_since = Instant::now();
         }
         let (reply, keep_open) = match outcome {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        // The reply frame is sent as it is; it goes back to the pool once sent.
-        let reply = compio::ws::tungstenite::Bytes::from_owner(reply);
-        if socket.send(Message::Binary(reply)).await.is_err() || !keep_open {
-            break;
+        if socket.send_reply(reply).await.is_err() {
+            return None;
+        }
+        if !keep_open {
+            socket.close(CLOSE_NORMAL).await;
+            return None;
+        }
+        if let Some(target) = connection.take_move()
+            && movable
+            && socket.is_drained()
+        {
+            return Some(target);
         }
     }
-    let _ = socket.close(None).await;
-    system.on_disconnect(client_id);
 }

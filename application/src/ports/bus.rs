@@ -198,6 +198,8 @@ pub enum ConnectionKind {
     /// A plaintext TCP connection moved between requests from the shard that served it,
     /// with its session: the new shard goes on reading the next request.
     MovedTcp(crate::dispatch::ConnectionState),
+    /// A plaintext WebSocket connection moved the same way, upgraded already.
+    MovedWebSocket(crate::dispatch::ConnectionState),
 }
 
 /// Shard counts up to this serve plaintext connections on every shard, shard 0 included:

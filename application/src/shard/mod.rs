@@ -362,17 +362,18 @@ impl<E: Env> Shard<E> {
         self.shared.config.security.max_frame_bytes
     }
 
-    /// Hands a connection, between requests, to the shard its traffic belongs on; on failure
-    /// the descriptor comes back and this shard goes on serving it.
+    /// Hands a connection, between requests, to the shard its traffic belongs on (`kind`
+    /// says which transport resumes it there, with its session); on failure the descriptor
+    /// comes back and this shard goes on serving it.
     pub async fn move_connection(
         &self,
         target: u16,
         fd: std::os::fd::OwnedFd,
         peer: std::net::SocketAddr,
-        state: crate::ConnectionState,
+        kind: crate::ports::bus::ConnectionKind,
     ) -> Result<(), std::os::fd::OwnedFd> {
         use crate::ports::ConnectionHandoff;
-        self.bus.hand_off(target, fd, peer, crate::ports::bus::ConnectionKind::MovedTcp(state)).await
+        self.bus.hand_off(target, fd, peer, kind).await
     }
 
     /// Takes over a connection another shard moved here.

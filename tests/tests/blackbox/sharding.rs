@@ -140,3 +140,58 @@ async fn a_connection_moves_to_the_shard_owning_its_partition_and_keeps_its_sess
     assert_eq!(move_targets(&server), targets);
     Ok(())
 }
+
+/// A root client over WebSocket at `address`.
+async fn connect_websocket(address: &str) -> anyhow::Result<IggyClient> {
+    let config = WebSocketClientConfig { server_address: address.to_owned(), ..WebSocketClientConfig::default() };
+    let client = IggyClient::new(ClientWrapper::WebSocket(WebSocketClient::create(std::sync::Arc::new(config))?));
+    client.connect().await?;
+    client.login_user(rill_tests::ROOT_USERNAME, rill_tests::ROOT_PASSWORD).await?;
+    Ok(client)
+}
+
+#[tokio::test]
+async fn a_websocket_connection_moves_to_its_partition_and_keeps_its_session() -> anyhow::Result<()> {
+    let address = format!("127.0.0.1:{}", rill_tests::free_port());
+    let server = TestServer::start_with_env(&[
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "2"),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+        ("IGGY_WEBSOCKET_ENABLED", "true"),
+        ("IGGY_WEBSOCKET_ADDRESS", address.as_str()),
+    ])?;
+    let admin = connect_root(&server.tcp_address()).await?;
+    admin.create_stream("moving").await?;
+    admin.create_topic(&id(0), "events", &topic_options(1)).await?;
+    // Two WebSocket connections land on the two shards; the one away from the partition
+    // moves after its run of sends. Payloads past 64 KiB take the 64-bit frame length.
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(connect_websocket(&address).await?);
+    }
+    let big = |seed: u64| {
+        let payload: Vec<u8> = (0..100_000u64).map(|i| ((i * 31 + seed) % 251) as u8).collect();
+        IggyMessage::builder().id(u128::from(seed) + 1).payload(payload.into()).build().expect("a message")
+    };
+    let mut sent = Vec::new();
+    for (index, client) in clients.iter().enumerate() {
+        let me = client.get_me().await?;
+        for round in 0..40u64 {
+            let seed = (index as u64) * 1000 + round;
+            let mut batch = vec![if round % 8 == 0 { big(seed) } else { sample_message(seed) }];
+            client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut batch).await?;
+            // As sent: the client stamped it.
+            sent.extend(batch);
+        }
+        let polled = poll_all(client, &id(0), &id(0), 0).await?;
+        assert_eq!(polled.len(), sent.len(), "everything sent so far reads back");
+        for (got, sent) in polled.iter().zip(&sent) {
+            rill_tests::assert_same_message(sent, got, "after the move");
+        }
+        assert_eq!(client.get_me().await?.client_id, me.client_id, "the session went along");
+    }
+    let moved: Vec<String> =
+        server.logs().lines().filter(|line| line.contains("client moved")).map(str::to_owned).collect();
+    assert_eq!(moved.len(), 1, "exactly the connection on the other shard moved:\n{}", server.logs());
+    assert!(moved[0].contains("websocket"), "{moved:?}");
+    Ok(())
+}

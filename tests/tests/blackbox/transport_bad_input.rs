@@ -1,7 +1,7 @@
 //! Bad input on the QUIC-era transports: plaintext sent to a TLS port, a WebSocket frame
 //! with a lying 64-bit length, a compressed (permessage-deflate) frame that was never
 //! negotiated, and an oversized WebSocket message. Each is refused by closing that
-//! connection, and the server keeps serving.
+//! connection, and the server keeps serving. Also: the official client over `wss://`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -114,4 +114,38 @@ async fn plaintext_sent_to_a_tls_port_is_dropped() -> anyhow::Result<()> {
     client.login_user(rill_tests::ROOT_USERNAME, rill_tests::ROOT_PASSWORD).await?;
     client.get_streams().await?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_sends_and_polls_over_websocket_tls() -> anyhow::Result<()> {
+    let address = format!("127.0.0.1:{}", free_port());
+    let server = TestServer::start_with_env(&[
+        ("IGGY_WEBSOCKET_ENABLED", "true"),
+        ("IGGY_WEBSOCKET_ADDRESS", address.as_str()),
+        ("IGGY_WEBSOCKET_TLS_ENABLED", "true"),
+    ])?;
+    let certificate = server.data_dir().join("runtime/certs/self_signed_cert.pem");
+    let config = WebSocketClientConfig {
+        server_address: address.clone(),
+        tls_enabled: true,
+        tls_domain: "localhost".to_owned(),
+        tls_ca_file: Some(certificate.display().to_string()),
+        tls_validate_certificate: true,
+        ..WebSocketClientConfig::default()
+    };
+    let client = IggyClient::new(ClientWrapper::WebSocket(WebSocketClient::create(std::sync::Arc::new(config))?));
+    client.connect().await?;
+    client.login_user(rill_tests::ROOT_USERNAME, rill_tests::ROOT_PASSWORD).await?;
+    client.create_stream("secure").await?;
+    client.create_topic(&rill_tests::id(0), "events", &rill_tests::topic_options(1)).await?;
+    // A payload past 64 KiB crosses several TLS records each way.
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    let mut batch =
+        vec![IggyMessage::builder().id(1).payload(payload.clone().into()).build()?, rill_tests::sample_message(2)];
+    client.send_messages(&rill_tests::id(0), &rill_tests::id(0), &Partitioning::partition_id(0), &mut batch).await?;
+    let polled = rill_tests::poll_all(&client, &rill_tests::id(0), &rill_tests::id(0), 0).await?;
+    assert_eq!(polled.len(), 2);
+    assert_eq!(polled[0].payload.as_ref(), payload.as_slice());
+    rill_tests::assert_same_message(&batch[1], &polled[1], "over wss");
+    still_serving(&server).await
 }

@@ -1,0 +1,185 @@
+//! A server-side WebSocket connection over any compio stream: reads each message's payload
+//! straight into a pooled request frame (unmasked in place) and writes each reply as a frame
+//! head and the reply buffer in one vectored write. It reads exactly the bytes of the frames
+//! it returns, never ahead, so between requests the socket holds nothing of the next one
+//! and the connection can move to another shard by descriptor.
+
+use std::io;
+
+use compio::buf::{BufResult, IntoInner, IoBuf};
+use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use rill_application::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
+
+use crate::frame::{FrameError, HeadStart, MAX_HEAD_LEN, Opcode, close_payload, server_head, unmask};
+
+/// How a connection's reading ended.
+#[derive(Debug)]
+pub enum End {
+    /// The client sent a Close frame (answered) or closed the stream.
+    Closed,
+    /// The client broke the framing rules; the server closes with the error's code.
+    Refused(FrameError),
+    Io(io::Error),
+}
+
+impl From<io::Error> for End {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// One WebSocket connection, after its handshake.
+pub struct Socket<S> {
+    stream: S,
+    /// Bytes received before the handshake was answered, read before the stream.
+    carry: Vec<u8>,
+    /// The largest message (one request frame) accepted.
+    max_message: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite> Socket<S> {
+    pub fn new(stream: S, carry: Vec<u8>, max_message: usize) -> Self {
+        Self { stream, carry, max_message }
+    }
+
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
+    /// Whether nothing received is waiting here (so the descriptor alone carries the state).
+    pub fn is_drained(&self) -> bool {
+        self.carry.is_empty()
+    }
+
+    /// Reads `vec[start..vec.len()]` in full, from what was carried over first.
+    async fn fill(&mut self, mut vec: Vec<u8>, start: usize) -> (io::Result<()>, Vec<u8>) {
+        let end = vec.len();
+        let carried = self.carry.len().min(end - start);
+        vec[start..start + carried].copy_from_slice(&self.carry[..carried]);
+        self.carry.drain(..carried);
+        if start + carried == end {
+            return (Ok(()), vec);
+        }
+        let BufResult(read, slice) = self.stream.read_exact(vec.slice(start + carried..end)).await;
+        (read, slice.into_inner())
+    }
+
+    /// Reads a frame head: FIN, opcode, payload length and mask key.
+    async fn read_head(&mut self) -> Result<(HeadStart, u64, [u8; 4]), End> {
+        let (read, first) = self.fill(vec![0; 2], 0).await;
+        match read {
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Err(End::Closed),
+            other => other?,
+        }
+        let start = HeadStart::decode([first[0], first[1]]).map_err(End::Refused)?;
+        let (read, rest) = self.fill(vec![0; start.rest_len()], 0).await;
+        read?;
+        let (len, key) = start.finish(&rest).map_err(End::Refused)?;
+        Ok((start, len, key))
+    }
+
+    /// Reads the next data message as a request frame. Pings are answered and pongs
+    /// skipped on the way; a Close is answered and ends the reading.
+    pub async fn read_message(&mut self, pool: &'static MemoryPool) -> Result<PoolBuf, End> {
+        // A fragmented message collects here; an unfragmented one (what clients send) is
+        // read straight into its pooled frame.
+        let mut fragments: Option<Vec<u8>> = None;
+        loop {
+            let (start, len, key) = self.read_head().await?;
+            let total = fragments.as_ref().map_or(0, Vec::len) as u64 + len;
+            if !start.opcode.is_control() && total > self.max_message as u64 {
+                return Err(End::Refused(FrameError::TooLarge));
+            }
+            let len = len as usize;
+            match (start.opcode, fragments.take()) {
+                (Opcode::Ping, pending) => {
+                    let payload = self.read_payload(len, key).await?;
+                    self.send_frame(Opcode::Pong, payload).await?;
+                    fragments = pending;
+                }
+                (Opcode::Pong, pending) => {
+                    self.read_payload(len, key).await?;
+                    fragments = pending;
+                }
+                (Opcode::Close, _) => {
+                    let payload = self.read_payload(len, key).await?;
+                    let code = payload.get(..2).map_or(1000, |code| u16::from_be_bytes([code[0], code[1]]));
+                    self.close(code).await;
+                    return Err(End::Closed);
+                }
+                (Opcode::Text | Opcode::Binary, None) if start.fin => {
+                    let mut frame = pool.acquire(len);
+                    let (vec, home) = frame.into_vec();
+                    let (read, mut vec) = self.fill(vec, 0).await;
+                    read?;
+                    unmask(&mut vec, key, 0);
+                    frame = PoolBuf::from_vec(vec, home);
+                    return Ok(frame);
+                }
+                (Opcode::Text | Opcode::Binary, None) => {
+                    fragments = Some(self.read_fragment(Vec::new(), len, key).await?);
+                }
+                (Opcode::Continuation, Some(collected)) => {
+                    let collected = self.read_fragment(collected, len, key).await?;
+                    if start.fin {
+                        return Ok(PoolBuf::plain(collected));
+                    }
+                    fragments = Some(collected);
+                }
+                (Opcode::Continuation, None) | (Opcode::Text | Opcode::Binary, Some(_)) => {
+                    return Err(End::Refused(FrameError::BadFragmentation));
+                }
+            }
+        }
+    }
+
+    /// Appends one fragment's payload, unmasked, to the message collected so far.
+    async fn read_fragment(&mut self, mut collected: Vec<u8>, len: usize, key: [u8; 4]) -> Result<Vec<u8>, End> {
+        let from = collected.len();
+        collected.resize(from + len, 0);
+        let (read, mut collected) = self.fill(collected, from).await;
+        read?;
+        unmask(&mut collected[from..], key, 0);
+        Ok(collected)
+    }
+
+    /// A control frame's payload (at most 125 bytes, checked by the head), unmasked.
+    async fn read_payload(&mut self, len: usize, key: [u8; 4]) -> Result<Vec<u8>, End> {
+        let (read, mut payload) = self.fill(vec![0; len], 0).await;
+        read?;
+        unmask(&mut payload, key, 0);
+        Ok(payload)
+    }
+
+    /// Sends `payload` as one unfragmented frame: the head and the payload go out in one
+    /// vectored write.
+    async fn send_frame<B: IoBuf>(&mut self, opcode: Opcode, payload: B) -> io::Result<()> {
+        let (head, used) = server_head(opcode, payload.buf_len());
+        let BufResult(written, _) = self.stream.write_vectored_all((head.slice(..used), (payload,))).await;
+        written?;
+        // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
+        self.stream.flush().await
+    }
+
+    /// Sends a reply frame as one binary message; the buffer goes back to its pool after.
+    pub async fn send_reply(&mut self, reply: PoolSlice) -> io::Result<()> {
+        let (vec, range, home) = reply.into_vec();
+        let (head, used) = server_head(Opcode::Binary, range.len());
+        debug_assert!(used <= MAX_HEAD_LEN);
+        let BufResult(written, (_, (payload,))) =
+            self.stream.write_vectored_all((head.slice(..used), (vec.slice(range.clone()),))).await;
+        drop(PoolSlice::from_vec(payload.into_inner(), range, home));
+        written?;
+        self.stream.flush().await
+    }
+
+    /// Sends a bare binary message (an Eviction before closing).
+    pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> io::Result<()> {
+        self.send_frame(Opcode::Binary, bytes).await
+    }
+
+    /// Sends a Close frame with `code` (best effort); the caller then drops the stream.
+    pub async fn close(&mut self, code: u16) {
+        let _ = self.send_frame(Opcode::Close, close_payload(code)).await;
+    }
+}
