@@ -153,6 +153,15 @@ pub fn json<T: serde::Serialize>(result: ApiResult<T>) -> Response {
     }
 }
 
+/// 200 with a JSON document already written out (poll replies, see `poll_json`).
+pub fn json_bytes(result: ApiResult<Vec<u8>>) -> Response {
+    match result {
+        Ok(document) => ([(axum::http::header::CONTENT_TYPE, "application/json")], axum::body::Bytes::from(document))
+            .into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
 /// 201 with a JSON document (creates).
 pub fn created(result: ApiResult<serde_json::Value>) -> Response {
     match result {

@@ -18,6 +18,7 @@ mod jwt;
 mod messages;
 mod metrics;
 mod permissions;
+mod poll_json;
 mod replies;
 mod resources;
 mod serve;

@@ -1,6 +1,6 @@
 //! REST routes for messages (send, poll, flush) and consumer offsets. JSON messages become
-//! the canonical binary batch on the way in, and poll replies are unpacked frame by frame
-//! on the way out (payloads and user headers in base64).
+//! the canonical binary batch on the way in, and poll replies are written out as JSON frame
+//! by frame (`poll_json`: payloads and user headers in base64).
 
 use std::sync::Arc;
 
@@ -11,17 +11,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use rill_domain::batch::{self, BatchHeader};
-use rill_domain::constants::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
+use rill_domain::batch;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
 use rill_domain::polling::PollingStrategy;
 use rill_domain::wire::command::{Command, Consumer, Partitioning, PollRequest, TopicRef};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::HttpState;
-use crate::api::{ApiError, ApiResult, body, identifier, json, no_content, topic_ref};
+use crate::api::{ApiError, ApiResult, body, identifier, json, json_bytes, no_content, topic_ref};
 use crate::replies;
 
 type Shared = State<Arc<HttpState>>;
@@ -239,87 +238,13 @@ fn replies_confirmations(body: &[u8]) -> ApiResult<Value> {
     Ok(json!({ "confirmations": confirmations }))
 }
 
-/// A polled message's header as the client's `IggyMessageHeader` serializes it. Typed
-/// (not a `serde_json::Value`) because ids are u128, which `Value` cannot hold.
-#[derive(Serialize)]
-struct HeaderJson {
-    checksum: u64,
-    id: u128,
-    offset: u64,
-    timestamp: u64,
-    origin_timestamp: u64,
-    user_headers_length: u32,
-    payload_length: u32,
-    reserved: u64,
-}
-
-#[derive(Serialize)]
-struct MessageJson {
-    header: HeaderJson,
-    payload: String,
-    /// The raw header block in base64 (the client accepts it as well as typed entries).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_headers: Option<String>,
-}
-
-#[derive(Serialize)]
-struct PolledJson {
-    partition_id: u32,
-    current_offset: u64,
-    count: u32,
-    messages: Vec<MessageJson>,
-}
-
-/// One record of a poll reply as JSON messages.
-fn record_messages(record: &[u8], out: &mut Vec<MessageJson>) {
-    let header = BatchHeader::read(record);
-    for frame in batch::frames(record) {
-        let bytes = &record[frame.start..frame.end];
-        let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-        let id = u128::from_le_bytes(bytes[8..24].try_into().unwrap_or([0; 16]));
-        let (headers_len, payload_len) = (word(32) as usize, word(36) as usize);
-        let payload = &bytes[MESSAGE_HEADER_SIZE..MESSAGE_HEADER_SIZE + payload_len];
-        let user_headers = &bytes[MESSAGE_HEADER_SIZE + payload_len..MESSAGE_HEADER_SIZE + payload_len + headers_len];
-        out.push(MessageJson {
-            header: HeaderJson {
-                checksum: frame.checksum,
-                id,
-                offset: header.base_offset + u64::from(frame.offset_delta),
-                timestamp: header.base_timestamp,
-                origin_timestamp: header.origin_timestamp + u64::from(word(28)),
-                user_headers_length: headers_len as u32,
-                payload_length: payload_len as u32,
-                reserved: 0,
-            },
-            payload: BASE64.encode(payload),
-            user_headers: (!user_headers.is_empty()).then(|| BASE64.encode(user_headers)),
-        });
-    }
-}
-
-/// The poll reply: `[partition][current_offset][count]`, then batch records.
-fn polled(body: &[u8]) -> ApiResult<PolledJson> {
-    let prefix = body.get(..16).ok_or(ApiError::Code(ErrorCode::Error))?;
-    let partition_id = u32::from_le_bytes(prefix[..4].try_into().unwrap_or([0; 4]));
-    let current_offset = u64::from_le_bytes(prefix[4..12].try_into().unwrap_or([0; 8]));
-    let mut messages = Vec::new();
-    let mut position = 16;
-    while position + BATCH_HEADER_SIZE <= body.len() {
-        let length = BatchHeader::read(&body[position..]).batch_length as usize;
-        let Some(record) = body.get(position..position.saturating_add(length)) else { break };
-        record_messages(record, &mut messages);
-        position += length.max(BATCH_HEADER_SIZE);
-    }
-    Ok(PolledJson { partition_id, current_offset, count: messages.len() as u32, messages })
-}
-
 pub async fn poll(
     State(state): Shared,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     Query(query): Query<PollQuery>,
 ) -> Response {
-    json(
+    json_bytes(
         async {
             let request = PollRequest {
                 consumer: consumer(query.consumer_id.as_deref())?,
@@ -329,7 +254,8 @@ pub async fn poll(
                 count: query.count,
                 auto_commit: query.auto_commit,
             };
-            polled(&state.run(&headers, Command::PollMessages(request)).await?)
+            let reply = state.run(&headers, Command::PollMessages(request)).await?;
+            crate::poll_json::polled(&reply).ok_or(ApiError::Code(ErrorCode::Error))
         }
         .await,
     )
