@@ -358,30 +358,86 @@ pub fn append_slice(batch: &[u8], from: u64, max: u32, out: &mut Vec<u8>) -> u32
     count
 }
 
+/// Builds a batch message by message, the way a producer does.
+pub struct BatchBuilder {
+    out: Vec<u8>,
+    count: u32,
+}
+
+impl BatchBuilder {
+    /// An empty batch with room for `bytes` of messages.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut out = Vec::with_capacity(BATCH_HEADER_SIZE + bytes);
+        out.resize(BATCH_HEADER_SIZE, 0);
+        Self { out, count: 0 }
+    }
+
+    /// Appends a message whose payload `fill` writes into a slot of `max_payload` bytes,
+    /// returning how many it wrote (a decoder that knows only a bound writes in place).
+    /// On an error nothing of the message stays.
+    pub fn push_with<E>(
+        &mut self,
+        id: u128,
+        max_payload: usize,
+        user_headers: &[u8],
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let start = self.out.len();
+        let payload_at = start + MESSAGE_HEADER_SIZE;
+        self.out.resize(payload_at + max_payload, 0);
+        let written = match fill(&mut self.out[payload_at..]) {
+            Ok(written) => written.min(max_payload),
+            Err(error) => {
+                self.out.truncate(start);
+                return Err(error);
+            }
+        };
+        self.out.truncate(payload_at + written);
+        let header = &mut self.out[start..payload_at];
+        header[8..24].copy_from_slice(&id.to_le_bytes());
+        header[24..28].copy_from_slice(&self.count.to_le_bytes());
+        header[32..36].copy_from_slice(&(user_headers.len() as u32).to_le_bytes());
+        header[36..40].copy_from_slice(&(written as u32).to_le_bytes());
+        self.out.extend_from_slice(user_headers);
+        let checksum = xxh3_64(&self.out[start + 8..]);
+        self.out[start..start + 8].copy_from_slice(&checksum.to_le_bytes());
+        self.count += 1;
+        Ok(())
+    }
+
+    pub fn push(&mut self, id: u128, payload: &[u8], user_headers: &[u8]) {
+        let copied: Result<(), std::convert::Infallible> = self.push_with(id, payload.len(), user_headers, |slot| {
+            slot.copy_from_slice(payload);
+            Ok(payload.len())
+        });
+        let Ok(()) = copied;
+    }
+
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The sealed batch: length, count, origin timestamp and checksum filled in.
+    pub fn finish(mut self, origin_timestamp: u64) -> Vec<u8> {
+        let out = &mut self.out;
+        let len = out.len() as u64;
+        out[OFF_ORIGIN_TIMESTAMP..OFF_ORIGIN_TIMESTAMP + 8].copy_from_slice(&origin_timestamp.to_le_bytes());
+        out[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&len.to_le_bytes());
+        out[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&self.count.to_le_bytes());
+        let checksum = compute_checksum(out);
+        out[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+        self.out
+    }
+}
+
 /// Builds a batch the way a producer does; used by tests, tools and the benchmark.
 pub fn build(messages: &[(u128, &[u8], &[u8])], origin_timestamp: u64) -> Vec<u8> {
-    let mut out = vec![0u8; BATCH_HEADER_SIZE];
-    for (index, (id, payload, headers)) in messages.iter().enumerate() {
-        let start = out.len();
-        out.extend_from_slice(&[0; 8]);
-        out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&(index as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        out.extend_from_slice(&[0; 8]);
-        out.extend_from_slice(payload);
-        out.extend_from_slice(headers);
-        let checksum = xxh3_64(&out[start + 8..]);
-        out[start..start + 8].copy_from_slice(&checksum.to_le_bytes());
+    let bytes = messages.iter().map(|(_, payload, headers)| MESSAGE_HEADER_SIZE + payload.len() + headers.len()).sum();
+    let mut builder = BatchBuilder::with_capacity(bytes);
+    for (id, payload, headers) in messages {
+        builder.push(*id, payload, headers);
     }
-    let len = out.len() as u64;
-    out[OFF_ORIGIN_TIMESTAMP..OFF_ORIGIN_TIMESTAMP + 8].copy_from_slice(&origin_timestamp.to_le_bytes());
-    out[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 8].copy_from_slice(&len.to_le_bytes());
-    out[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4].copy_from_slice(&(messages.len() as u32).to_le_bytes());
-    let checksum = compute_checksum(&out);
-    out[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
-    out
+    builder.finish(origin_timestamp)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the canonical binary batch on the way in, and poll replies are written out as JSON frame
 //! by frame (`poll_json`: payloads and user headers in base64).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::Json;
@@ -53,19 +54,23 @@ enum UserHeadersBody {
     Raw(String),
 }
 
+/// A message of a send; its base64 payload is borrowed from the request body (it never
+/// needs unescaping) and decoded straight into the batch.
 #[derive(Deserialize)]
-struct MessageBody {
+struct MessageBody<'a> {
     #[serde(default)]
     id: u128,
-    payload: String,
+    #[serde(borrow)]
+    payload: Cow<'a, str>,
     #[serde(default)]
     user_headers: Option<UserHeadersBody>,
 }
 
 #[derive(Deserialize)]
-pub(crate) struct SendBody {
+pub(crate) struct SendBody<'a> {
     partitioning: PartitioningBody,
-    messages: Vec<MessageBody>,
+    #[serde(borrow)]
+    messages: Vec<MessageBody<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -166,17 +171,29 @@ fn strategy(kind: Option<&str>, value: u64) -> ApiResult<PollingStrategy> {
 /// A send's JSON body as what the binary send carries: partitioning, message count and
 /// the batch the server builds.
 pub(crate) fn send_body(bytes: &[u8]) -> ApiResult<(Partitioning, u32, Vec<u8>)> {
-    let request: SendBody = body(bytes)?;
+    let request: SendBody<'_> =
+        serde_json::from_slice(bytes).map_err(|error| ApiError::BadRequest(format!("invalid JSON body: {error}")))?;
     let partitioning = partitioning(&request.partitioning)?;
-    let mut frames = Vec::with_capacity(request.messages.len());
+    // The decoded batch is smaller than the JSON that carries it.
+    let mut builder = batch::BatchBuilder::with_capacity(bytes.len());
     for message in &request.messages {
         // The binary SDK gives an id-less message a random id before it checksums the
         // frame; over JSON the server builds the frame, so it does the same.
         let id = if message.id == 0 { rand::random::<u128>() } else { message.id };
-        frames.push((id, decode_base64(&message.payload, "payload")?, user_headers(&message.user_headers)?));
+        let text = message.payload.as_bytes();
+        builder.push_with(
+            id,
+            base64::decoded_len_estimate(text.len()),
+            &user_headers(&message.user_headers)?,
+            |slot| {
+                BASE64
+                    .decode_slice(text, slot)
+                    .map_err(|_| ApiError::BadRequest("payload is not valid base64".to_owned()))
+            },
+        )?;
     }
-    let borrowed: Vec<(u128, &[u8], &[u8])> = frames.iter().map(|(id, p, h)| (*id, &p[..], &h[..])).collect();
-    Ok((partitioning, frames.len() as u32, batch::build(&borrowed, crate::now_us())))
+    let count = builder.count();
+    Ok((partitioning, count, builder.finish(crate::now_us())))
 }
 
 /// A store-offset body as the command it asks for.

@@ -151,3 +151,23 @@ fn a_part_is_where_the_selected_frames_lie() {
     assert!(verify_stored(&out[..len]), "a copied part is a batch of its own");
     assert_eq!(BatchHeader::read(&out).base_offset, 10, "base fields kept, deltas kept");
 }
+
+#[test]
+fn a_builder_filling_in_place_matches_build_and_a_failed_fill_leaves_nothing() {
+    let mut headers = Vec::new();
+    tlv::put(&mut headers, "key", tlv::KIND_STRING, b"value");
+    let mut builder = BatchBuilder::with_capacity(64);
+    builder.push(1, b"hello", b"");
+    // A fill that writes less than its slot (a decoder knowing only a bound).
+    builder
+        .push_with(2, 10, &headers, |slot| {
+            slot[..6].copy_from_slice(b"world!");
+            Ok::<usize, ()>(6)
+        })
+        .unwrap();
+    assert_eq!(builder.push_with(3, 8, b"", |_| Err("bad input")), Err("bad input"));
+    assert_eq!(builder.count(), 2);
+    let built = builder.finish(ORIGIN);
+    assert_eq!(built, build(&[(1, b"hello", b""), (2, b"world!", &headers)], ORIGIN));
+    assert!(validate(&built, 2).is_ok());
+}

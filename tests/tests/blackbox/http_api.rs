@@ -184,6 +184,35 @@ async fn bad_bodies_and_oversized_requests_are_refused_and_the_server_keeps_serv
     let streams: Value =
         http.client.get(format!("{}/streams", http.base)).bearer_auth(&http.token).send().await?.json().await?;
     assert_eq!(streams, json!([]));
+
+    // A send with one payload that is not base64 stores none of its messages.
+    assert_eq!(post("/streams", json!({ "name": "s" }).to_string()).await?.status(), 201);
+    let topic = json!({ "name": "t", "partitions_count": 1, "compression_algorithm": "none", "message_expiry": 0, "max_topic_size": 0 });
+    assert_eq!(post("/streams/s/topics", topic.to_string()).await?.status(), 201);
+    let messages = |payloads: &[&str]| {
+        let messages: Vec<Value> =
+            payloads.iter().enumerate().map(|(i, p)| json!({ "id": i + 1, "payload": p })).collect();
+        json!({ "partitioning": {"kind": "partition_id", "value": "AAAAAA=="}, "messages": messages }).to_string()
+    };
+    let response = post("/streams/s/topics/t/messages", messages(&["aGk=", "not base64!"])).await?;
+    assert_eq!(response.status(), 400, "a payload that is not base64");
+    let response = post("/streams/s/topics/t/messages", messages(&["aGk=", "d29ybGQ="])).await?;
+    assert!(response.status().is_success(), "{}", response.status());
+    let polled: Value = http
+        .client
+        .get(format!(
+            "{}/streams/s/topics/t/messages?consumer_id=1&partition_id=0&kind=offset&value=0&count=10",
+            http.base
+        ))
+        .bearer_auth(&http.token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let payloads: Vec<&str> =
+        polled["messages"].as_array().unwrap().iter().map(|m| m["payload"].as_str().unwrap()).collect();
+    assert_eq!(payloads, ["aGk=", "d29ybGQ="], "only the good send, decoded and encoded back: {polled}");
+    assert_eq!(polled["count"], 2);
     Ok(())
 }
 
