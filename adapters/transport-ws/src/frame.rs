@@ -58,6 +58,8 @@ pub enum FrameError {
     TooLarge,
     /// A continuation with no message started, or a new message inside another.
     BadFragmentation,
+    /// A Close payload of one byte, or with a status code a peer may not send.
+    BadClose,
 }
 
 impl FrameError {
@@ -168,6 +170,20 @@ pub fn unmask(payload: &mut [u8], key: [u8; 4], offset: usize) {
     }
 }
 
+/// The status code a server answers a client's Close payload with: the client's own code
+/// (section 5.5.1), 1000 when it sent none. A one-byte payload, or a code a peer may not send
+/// (section 7.4.1: below 1000, 1004 to 1006, 1015, up to 2999 unassigned), is a protocol error.
+pub fn close_code(payload: &[u8]) -> Result<u16, FrameError> {
+    match payload {
+        [] => Ok(1000),
+        [_] => Err(FrameError::BadClose),
+        [high, low, ..] => match u16::from_be_bytes([*high, *low]) {
+            code @ (1000..=1003 | 1007..=1014 | 3000..=4999) => Ok(code),
+            _ => Err(FrameError::BadClose),
+        },
+    }
+}
+
 /// The payload of a server close frame: the status code, no reason.
 pub fn close_payload(code: u16) -> [u8; 2] {
     code.to_be_bytes()
@@ -226,6 +242,12 @@ mod tests {
         assert_eq!(HeadStart::decode([0x09, 0x80]), Err(FrameError::BadControlFrame), "a fragmented ping");
         assert!(HeadStart::decode([0x89, 0x80 | 125]).is_ok());
         assert_eq!(FrameError::TooLarge.close_code(), 1009);
+        assert_eq!(close_code(&[]), Ok(1000));
+        assert_eq!(close_code(&[0x03, 0xE9, b'b', b'y', b'e']), Ok(1001), "the client's code is echoed");
+        assert_eq!(close_code(&[0x0F, 0xA0]), Ok(4000));
+        for bad in [&[0x03][..], &[0x03, 0xED], &[0x03, 0xE7], &[0x03, 0xF7], &[0x07, 0xD0]] {
+            assert_eq!(close_code(bad), Err(FrameError::BadClose), "{bad:?}");
+        }
         assert_eq!(FrameError::Unmasked.close_code(), 1002);
     }
 

@@ -26,6 +26,9 @@ use rill_domain::wire::header::{EvictionReason, encode_eviction};
 
 use socket::{End, Socket};
 
+/// How long a new connection may take to send its upgrade request.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Close codes of RFC 6455 section 7.4.1.
 const CLOSE_NORMAL: u16 = 1000;
 const CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -92,10 +95,14 @@ async fn open<E: Env, S: AsyncRead + AsyncWrite>(
     mut stream: S,
     peer: SocketAddr,
 ) -> Option<(Socket<S>, Connection)> {
-    let carry = match handshake::accept(&mut stream).await {
-        Ok(carry) => carry,
-        Err(error) => {
+    let carry = match compio::time::timeout(UPGRADE_TIMEOUT, handshake::accept(&mut stream)).await {
+        Ok(Ok(carry)) => carry,
+        Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "websocket upgrade failed");
+            return None;
+        }
+        Err(_elapsed) => {
+            tracing::debug!(%peer, "no websocket upgrade within the limit");
             return None;
         }
     };
@@ -150,8 +157,8 @@ async fn serve_fixed<E: Env, S: AsyncRead + AsyncWrite>(system: Rc<Shard<E>>, st
 
 /// Serves requests until the connection ends (`None`, the stream closed or told why) or,
 /// when it is `movable`, until it should move to another shard (`Some(shard)`, asked
-/// between requests with nothing of the next one read). A whole message must arrive within
-/// the idle limit, or what is left of the login timeout while the connection has no session.
+/// between requests with nothing of the next one read). Each frame must arrive within the
+/// idle limit, or what is left of the login timeout while the connection has no session.
 async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
     system: &Shard<E>,
     connection: &Connection,
@@ -163,12 +170,14 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         let deadline = system.header_deadline(connection, unbound_since.elapsed().as_micros() as u64);
         let read = match deadline {
             Some((timeout_us, _)) => {
-                compio::time::timeout(Duration::from_micros(timeout_us), socket.read_message(system.pool())).await
+                compio::time::timeout(Duration::from_micros(timeout_us), socket.read_frame(system.pool())).await
             }
-            None => Ok(socket.read_message(system.pool()).await),
+            None => Ok(socket.read_frame(system.pool()).await),
         };
         let frame = match read {
-            Ok(Ok(frame)) => frame,
+            Ok(Ok(Some(frame))) => frame,
+            // A ping answered or a fragment collected: the wait starts again.
+            Ok(Ok(None)) => continue,
             Err(_elapsed) => {
                 let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
                 let client = connection.bound().map_or(1, |bound| bound.client);

@@ -10,7 +10,7 @@ use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use rill_application::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
 
-use crate::frame::{FrameError, HeadStart, MAX_HEAD_LEN, Opcode, close_payload, server_head, unmask};
+use crate::frame::{FrameError, HeadStart, MAX_HEAD_LEN, Opcode, close_code, close_payload, server_head, unmask};
 
 /// How a connection's reading ended.
 #[derive(Debug)]
@@ -35,11 +35,13 @@ pub struct Socket<S> {
     carry: Vec<u8>,
     /// The largest message (one request frame) accepted.
     max_message: usize,
+    /// A fragmented message collected so far (control frames may come between fragments).
+    fragments: Option<Vec<u8>>,
 }
 
 impl<S: AsyncRead + AsyncWrite> Socket<S> {
     pub fn new(stream: S, carry: Vec<u8>, max_message: usize) -> Self {
-        Self { stream, carry, max_message }
+        Self { stream, carry, max_message, fragments: None }
     }
 
     pub fn stream(&self) -> &S {
@@ -48,7 +50,7 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
 
     /// Whether nothing received is waiting here (so the descriptor alone carries the state).
     pub fn is_drained(&self) -> bool {
-        self.carry.is_empty()
+        self.carry.is_empty() && self.fragments.is_none()
     }
 
     /// Reads `vec[start..vec.len()]` in full, from what was carried over first.
@@ -78,57 +80,57 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
         Ok((start, len, key))
     }
 
-    /// Reads the next data message as a request frame. Pings are answered and pongs
-    /// skipped on the way; a Close is answered and ends the reading.
-    pub async fn read_message(&mut self, pool: &'static MemoryPool) -> Result<PoolBuf, End> {
-        // A fragmented message collects here; an unfragmented one (what clients send) is
-        // read straight into its pooled frame.
-        let mut fragments: Option<Vec<u8>> = None;
-        loop {
-            let (start, len, key) = self.read_head().await?;
-            let total = fragments.as_ref().map_or(0, Vec::len) as u64 + len;
-            if !start.opcode.is_control() && total > self.max_message as u64 {
-                return Err(End::Refused(FrameError::TooLarge));
+    /// Reads the next frame: a whole data message comes back as a request frame; a ping is
+    /// answered and a pong skipped (`None`, so the caller's wait starts again: a client's
+    /// pings keep its connection alive); a Close is answered and ends the reading.
+    pub async fn read_frame(&mut self, pool: &'static MemoryPool) -> Result<Option<PoolBuf>, End> {
+        let (start, len, key) = self.read_head().await?;
+        let total = self.fragments.as_ref().map_or(0, Vec::len) as u64 + len;
+        if !start.opcode.is_control() && total > self.max_message as u64 {
+            return Err(End::Refused(FrameError::TooLarge));
+        }
+        let len = len as usize;
+        match (start.opcode, self.fragments.take()) {
+            (Opcode::Ping, pending) => {
+                self.fragments = pending;
+                let payload = self.read_payload(len, key).await?;
+                self.send_frame(Opcode::Pong, payload).await?;
+                Ok(None)
             }
-            let len = len as usize;
-            match (start.opcode, fragments.take()) {
-                (Opcode::Ping, pending) => {
-                    let payload = self.read_payload(len, key).await?;
-                    self.send_frame(Opcode::Pong, payload).await?;
-                    fragments = pending;
+            (Opcode::Pong, pending) => {
+                self.fragments = pending;
+                self.read_payload(len, key).await?;
+                Ok(None)
+            }
+            (Opcode::Close, _) => {
+                let payload = self.read_payload(len, key).await?;
+                let code = close_code(&payload).map_err(End::Refused)?;
+                self.close(code).await;
+                Err(End::Closed)
+            }
+            (Opcode::Text | Opcode::Binary, None) if start.fin => {
+                let (vec, home) = pool.acquire(len).into_vec();
+                let (read, mut vec) = self.fill(vec, 0).await;
+                unmask(&mut vec, key, 0);
+                // Home again before the result is looked at, so an error returns it too.
+                let frame = PoolBuf::from_vec(vec, home);
+                read?;
+                Ok(Some(frame))
+            }
+            (Opcode::Text | Opcode::Binary, None) => {
+                self.fragments = Some(self.read_fragment(Vec::new(), len, key).await?);
+                Ok(None)
+            }
+            (Opcode::Continuation, Some(collected)) => {
+                let collected = self.read_fragment(collected, len, key).await?;
+                if start.fin {
+                    return Ok(Some(PoolBuf::plain(collected)));
                 }
-                (Opcode::Pong, pending) => {
-                    self.read_payload(len, key).await?;
-                    fragments = pending;
-                }
-                (Opcode::Close, _) => {
-                    let payload = self.read_payload(len, key).await?;
-                    let code = payload.get(..2).map_or(1000, |code| u16::from_be_bytes([code[0], code[1]]));
-                    self.close(code).await;
-                    return Err(End::Closed);
-                }
-                (Opcode::Text | Opcode::Binary, None) if start.fin => {
-                    let mut frame = pool.acquire(len);
-                    let (vec, home) = frame.into_vec();
-                    let (read, mut vec) = self.fill(vec, 0).await;
-                    read?;
-                    unmask(&mut vec, key, 0);
-                    frame = PoolBuf::from_vec(vec, home);
-                    return Ok(frame);
-                }
-                (Opcode::Text | Opcode::Binary, None) => {
-                    fragments = Some(self.read_fragment(Vec::new(), len, key).await?);
-                }
-                (Opcode::Continuation, Some(collected)) => {
-                    let collected = self.read_fragment(collected, len, key).await?;
-                    if start.fin {
-                        return Ok(PoolBuf::plain(collected));
-                    }
-                    fragments = Some(collected);
-                }
-                (Opcode::Continuation, None) | (Opcode::Text | Opcode::Binary, Some(_)) => {
-                    return Err(End::Refused(FrameError::BadFragmentation));
-                }
+                self.fragments = Some(collected);
+                Ok(None)
+            }
+            (Opcode::Continuation, None) | (Opcode::Text | Opcode::Binary, Some(_)) => {
+                Err(End::Refused(FrameError::BadFragmentation))
             }
         }
     }

@@ -283,6 +283,8 @@ fn websocket_cases() -> Vec<(&'static str, Vec<u8>)> {
         ("websocket: a continuation with no start", ws_frame(0x80, &ping_frame)),
         ("websocket: a ping of 126 bytes", ws_frame(0x89, &[0u8; 126])),
         ("websocket: opcode 3", ws_frame(0x83, b"xx")),
+        ("websocket: a one-byte close payload", ws_frame(0x88, &[3])),
+        ("websocket: a close with reserved code 1005", ws_frame(0x88, &[0x03, 0xED])),
         ("websocket: a message below one header", ws_frame(0x82, &ping_frame[..100])),
         ("websocket: two frames in one message", ws_frame(0x82, &[ping_frame.clone(), ping_frame.clone()].concat())),
         ("websocket: garbage text", ws_frame(0x81, &raw::garbage(500, 21))),

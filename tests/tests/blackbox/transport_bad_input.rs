@@ -1,7 +1,8 @@
 //! Bad input on the QUIC-era transports: plaintext sent to a TLS port, a WebSocket frame
 //! with a lying 64-bit length, a compressed (permessage-deflate) frame that was never
 //! negotiated, and an oversized WebSocket message. Each is refused by closing that
-//! connection, and the server keeps serving. Also: the official client over `wss://`.
+//! connection, and the server keeps serving. Also: the official client over `wss://`, and
+//! WebSocket pings keeping a connection open, its Close answered with its own code.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -148,4 +149,46 @@ async fn the_official_client_sends_and_polls_over_websocket_tls() -> anyhow::Res
     assert_eq!(polled[0].payload.as_ref(), payload.as_slice());
     rill_tests::assert_same_message(&batch[1], &polled[1], "over wss");
     still_serving(&server).await
+}
+
+#[test]
+fn websocket_pings_keep_a_connection_open_and_a_close_is_answered_with_its_code() -> anyhow::Result<()> {
+    use tungstenite::protocol::CloseFrame;
+    use tungstenite::protocol::frame::coding::CloseCode;
+    let address = format!("127.0.0.1:{}", free_port());
+    // A 1 s heartbeat: 1.2 s of silence evicts.
+    let _server = TestServer::start_with_env(&[
+        ("IGGY_WEBSOCKET_ENABLED", "true"),
+        ("IGGY_WEBSOCKET_ADDRESS", address.as_str()),
+        ("IGGY_HEARTBEAT_INTERVAL", "1 s"),
+    ])?;
+    let stream = TcpStream::connect(&address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let (mut socket, _) =
+        tungstenite::client::client(format!("ws://{address}/"), stream).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for round in 0..8u8 {
+        std::thread::sleep(Duration::from_millis(400));
+        socket.send(tungstenite::Message::Ping(vec![round; 3].into()))?;
+        match socket.read()? {
+            tungstenite::Message::Pong(payload) => assert_eq!(payload.as_ref(), [round; 3], "the ping's own payload"),
+            other => panic!("round {round}: {other:?} instead of a pong"),
+        }
+    }
+    // 3.2 s on, past the idle limit, and still served.
+    socket.send(tungstenite::Message::Binary(Request::non_replicated(7, 1, 0, raw::CODE_PING).frame(&[]).into()))?;
+    match socket.read()? {
+        tungstenite::Message::Binary(bytes) => assert_eq!(raw::Frame(bytes.to_vec()).status(), 0, "PING answered"),
+        other => panic!("{other:?} instead of the PING reply"),
+    }
+    socket.close(Some(CloseFrame { code: CloseCode::Away, reason: "".into() }))?;
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Close(Some(frame))) => {
+                assert_eq!(frame.code, CloseCode::Away, "the client's code echoed");
+                return Ok(());
+            }
+            Ok(_) => continue,
+            Err(error) => anyhow::bail!("no Close answer: {error}"),
+        }
+    }
 }
