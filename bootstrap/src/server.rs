@@ -185,9 +185,29 @@ fn memory_pool(config: &Config) -> anyhow::Result<MemoryPool> {
 
 /// A shard's storage: fsyncs timed, direct writes staged in the pool and the latest kept.
 fn shard_storage(shared: &Shared) -> UringStorage {
+    let wanted = shared.config.data.direct_io_cache_bytes;
+    let pool = shared.pool.is_enabled().then(|| shared.pool.budget_bytes());
+    let kept = recent_writes_bytes(wanted, pool, shared.shard_count);
+    if kept < wanted {
+        tracing::warn!(
+            wanted,
+            kept,
+            "system.partition.direct_io_cache lowered to this shard's share of the memory pool"
+        );
+    }
     UringStorage::timing_fsyncs(shared.telemetry.fsync_latency.clone())
         .with_pool(shared.pool)
-        .keeping_recent_writes(shared.config.data.direct_io_cache_bytes as usize)
+        .keeping_recent_writes(kept as usize)
+}
+
+/// What each shard keeps of its latest direct writes: the buffers are the pool's, so all the
+/// shards together keep at most half of its budget (`pool`; `None` when it is off), and
+/// request and reply frames always have the other half.
+fn recent_writes_bytes(wanted: u64, pool: Option<u64>, shard_count: u16) -> u64 {
+    match pool {
+        Some(budget) => wanted.min(budget / (2 * u64::from(shard_count.max(1)))),
+        None => wanted,
+    }
 }
 
 /// Logs the pool's use once a minute, and once more at shutdown.
@@ -473,4 +493,22 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     let terminate = compio::signal::unix::signal(SIGTERM).boxed_local();
     let (signal, _, _) = futures_util::future::select_all([interrupt, terminate]).await;
     signal.context("waiting for a shutdown signal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recent_writes_bytes;
+
+    #[test]
+    fn kept_direct_writes_never_take_more_than_half_the_pool() {
+        const MIB: u64 = 1 << 20;
+        // Enough pool: the configured size stands.
+        assert_eq!(recent_writes_bytes(256 * MIB, Some(4096 * MIB), 2), 256 * MIB);
+        // 512 MiB over two shards: 128 MiB each, half the pool in all.
+        assert_eq!(recent_writes_bytes(256 * MIB, Some(512 * MIB), 2), 128 * MIB);
+        assert_eq!(recent_writes_bytes(256 * MIB, Some(512 * MIB), 8), 32 * MIB);
+        // Without a pool the buffers are plain allocations, bounded by the setting alone.
+        assert_eq!(recent_writes_bytes(256 * MIB, None, 8), 256 * MIB);
+        assert_eq!(recent_writes_bytes(0, Some(512 * MIB), 1), 0);
+    }
 }

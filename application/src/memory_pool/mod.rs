@@ -175,6 +175,11 @@ impl MemoryPool {
         !self.buckets.is_empty()
     }
 
+    /// The most bytes of bucket buffers the pool keeps in existence at once.
+    pub fn budget_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
     /// A buffer of exactly `len` bytes. Its bytes are initialized but not necessarily zero:
     /// a reused buffer keeps what its last user wrote, so callers overwrite all `len` bytes
     /// before reading them or sending them anywhere. Clearing on every reuse would cost a
