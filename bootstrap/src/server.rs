@@ -188,7 +188,9 @@ fn shard_storage(shared: &Shared) -> UringStorage {
     let wanted = shared.config.data.direct_io_cache_bytes;
     let pool = shared.pool.is_enabled().then(|| shared.pool.budget_bytes());
     let kept = recent_writes_bytes(wanted, pool, shared.shard_count);
-    if kept < wanted {
+    // Without direct I/O nothing is kept, whatever the setting says: no warning then.
+    let direct = shared.config.data.partition.direct_io != rill_application::partition::DirectIo::Off;
+    if kept < wanted && direct {
         tracing::warn!(
             wanted,
             kept,
