@@ -8,7 +8,7 @@ use std::io::Write;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use rill_domain::batch::{self, BatchHeader};
-use rill_domain::constants::{BATCH_HEADER_SIZE, MESSAGE_HEADER_SIZE};
+use rill_domain::constants::BATCH_HEADER_SIZE;
 
 /// The batch records of a poll reply body (`[partition][current_offset][count]`, then
 /// records); a record cut short ends the walk.
@@ -39,12 +39,10 @@ fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
 fn push_record(out: &mut Vec<u8>, record: &[u8], first: &mut bool) {
     let header = BatchHeader::read(record);
     for frame in batch::frames(record) {
-        let bytes = &record[frame.start..frame.end];
-        let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-        let id = u128::from_le_bytes(bytes[8..24].try_into().unwrap_or([0; 16]));
-        let (headers_len, payload_len) = (word(32) as usize, word(36) as usize);
-        let payload = &bytes[MESSAGE_HEADER_SIZE..MESSAGE_HEADER_SIZE + payload_len];
-        let user_headers = &bytes[MESSAGE_HEADER_SIZE + payload_len..MESSAGE_HEADER_SIZE + payload_len + headers_len];
+        let parts = batch::frame_parts(record, &frame);
+        let id = u128::from_le_bytes(parts.id_bytes().try_into().unwrap_or([0; 16]));
+        let timestamp_delta = u32::from_le_bytes(parts.header[28..32].try_into().unwrap_or([0; 4]));
+        let (payload, user_headers) = (parts.payload, parts.user_headers);
         if !std::mem::take(first) {
             out.push(b',');
         }
@@ -52,11 +50,13 @@ fn push_record(out: &mut Vec<u8>, record: &[u8], first: &mut bool) {
         let _ = write!(
             out,
             "{{\"header\":{{\"checksum\":{},\"id\":{id},\"offset\":{},\"timestamp\":{},\"origin_timestamp\":{},\
-             \"user_headers_length\":{headers_len},\"payload_length\":{payload_len},\"reserved\":0}},\"payload\":",
+             \"user_headers_length\":{},\"payload_length\":{},\"reserved\":0}},\"payload\":",
             frame.checksum,
             header.base_offset + u64::from(frame.offset_delta),
             header.base_timestamp,
-            header.origin_timestamp + u64::from(word(28)),
+            header.origin_timestamp + u64::from(timestamp_delta),
+            user_headers.len(),
+            payload.len(),
         );
         push_base64(out, payload);
         if !user_headers.is_empty() {

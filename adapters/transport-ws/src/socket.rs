@@ -10,7 +10,7 @@ use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use rill_application::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
 
-use crate::frame::{FrameError, HeadStart, MAX_HEAD_LEN, Opcode, close_code, close_payload, server_head, unmask};
+use crate::frame::{FrameError, HeadStart, Opcode, close_code, close_payload, server_head, unmask};
 
 /// How a connection's reading ended.
 #[derive(Debug)]
@@ -94,7 +94,7 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
             (Opcode::Ping, pending) => {
                 self.fragments = pending;
                 let payload = self.read_payload(len, key).await?;
-                self.send_frame(Opcode::Pong, payload).await?;
+                self.send_frame(Opcode::Pong, payload).await.0?;
                 Ok(None)
             }
             (Opcode::Pong, pending) => {
@@ -154,30 +154,30 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
     }
 
     /// Sends `payload` as one unfragmented frame: the head and the payload go out in one
-    /// vectored write.
-    async fn send_frame<B: IoBuf>(&mut self, opcode: Opcode, payload: B) -> io::Result<()> {
+    /// vectored write. The payload comes back, so a pooled one can go home.
+    async fn send_frame<B: IoBuf>(&mut self, opcode: Opcode, payload: B) -> (io::Result<()>, B) {
         let (head, used) = server_head(opcode, payload.buf_len());
-        let BufResult(written, _) = self.stream.write_vectored_all((head.slice(..used), (payload,))).await;
-        written?;
+        let BufResult(written, (_, (payload,))) =
+            self.stream.write_vectored_all((head.slice(..used), (payload,))).await;
         // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
-        self.stream.flush().await
+        let result = match written {
+            Ok(()) => self.stream.flush().await,
+            Err(error) => Err(error),
+        };
+        (result, payload)
     }
 
     /// Sends a reply frame as one binary message; the buffer goes back to its pool after.
     pub async fn send_reply(&mut self, reply: PoolSlice) -> io::Result<()> {
         let (vec, range, home) = reply.into_vec();
-        let (head, used) = server_head(Opcode::Binary, range.len());
-        debug_assert!(used <= MAX_HEAD_LEN);
-        let BufResult(written, (_, (payload,))) =
-            self.stream.write_vectored_all((head.slice(..used), (vec.slice(range.clone()),))).await;
+        let (result, payload) = self.send_frame(Opcode::Binary, vec.slice(range.clone())).await;
         drop(PoolSlice::from_vec(payload.into_inner(), range, home));
-        written?;
-        self.stream.flush().await
+        result
     }
 
     /// Sends a bare binary message (an Eviction before closing).
     pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> io::Result<()> {
-        self.send_frame(Opcode::Binary, bytes).await
+        self.send_frame(Opcode::Binary, bytes).await.0
     }
 
     /// Sends a Close frame with `code` (best effort); the caller then drops the stream.
