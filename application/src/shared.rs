@@ -242,9 +242,11 @@ impl ReplicaState {
         }
     }
 
-    /// Whether a peer holds a connection open to this node: every live replica keeps one to
-    /// each other replica it has sent to (all of them within a heartbeat or a recovery of
-    /// starting), and a process that dies has its connections closed by its kernel.
+    /// Whether a peer holds a connection open to this node. A replica connects only to the
+    /// peers it sends to: the primary to every backup, a backup to the primary, and every
+    /// replica to all in a view change or recovery. So one backup may not hear from another
+    /// in a quiet view, and a peer that vanishes without its kernel closing its sockets
+    /// (power loss, a partition) stays counted until the connection errors (issue #13).
     pub fn peer_connected(&self, replica: u8) -> bool {
         self.inbound.get(replica as usize).is_some_and(|count| count.load(Ordering::Acquire) > 0)
     }
