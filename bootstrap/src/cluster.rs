@@ -1,6 +1,7 @@
 //! Wiring a clustered node: the replica plane's listener and connections with their key
 //! handshake and TLS, the replica's tick, and the root account, which the primary of a new
-//! cluster commits once it runs.
+//! cluster commits once it runs; with `replicate_partitions`, each shard's partition group
+//! and its own plane, at the replica port + 1 + the shard's index.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -58,6 +59,9 @@ pub async fn bind(
         other => other,
     };
     let listener = rill_adapter_replica_tcp::bind(address).await.context("starting the replica plane")?;
+    if cluster.replicate_partitions {
+        tracing::warn!("partitions are replicated through partition groups: an experimental feature (docs/vsr.md)");
+    }
     let (auth, tls) = (security.keys.enabled(), security.tls.is_some());
     tracing::info!(replica = cluster.replica_id, %address, replicas = cluster.replicas.len(), auth, tls, "replica plane listening");
     if !auth {
@@ -86,14 +90,7 @@ pub fn serve(system: &Rc<ProductionShard>, cluster: &ClusterConfig, listener: Op
     let (me, replicas) = (cluster.replica_id, cluster.replicas.len() as u8);
     let plane = rill_adapter_replica_tcp::serve(listener, handler, presence, security, me, replicas);
     compio::runtime::spawn(plane).detach();
-    let ticker = system.clone();
-    compio::runtime::spawn(async move {
-        loop {
-            compio::time::sleep(Duration::from_millis(TICK_MS)).await;
-            ticker.replica_tick().await;
-        }
-    })
-    .detach();
+    spawn_ticker(system, |system| Box::pin(async move { system.replica_tick().await }));
     let root = system.clone();
     compio::runtime::spawn(async move {
         while !root.ensure_root_user().await {
@@ -101,4 +98,77 @@ pub fn serve(system: &Rc<ProductionShard>, cluster: &ClusterConfig, listener: Op
         }
     })
     .detach();
+}
+
+/// One tick of a replica the shard drives.
+type Tick = fn(Rc<ProductionShard>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+/// Runs `tick` every `TICK_MS` for as long as the shard runs.
+fn spawn_ticker(system: &Rc<ProductionShard>, tick: Tick) {
+    let system = system.clone();
+    compio::runtime::spawn(async move {
+        loop {
+            compio::time::sleep(Duration::from_millis(TICK_MS)).await;
+            tick(system.clone()).await;
+        }
+    })
+    .detach();
+}
+
+/// `address` with its port moved up by `1 + shard`: where group `shard`'s plane is.
+fn group_address(address: &str, shard: u16) -> anyhow::Result<String> {
+    let (host, port) = address.rsplit_once(':').with_context(|| format!("`{address}` has no port"))?;
+    let port = port.parse::<u16>().ok().and_then(|p| p.checked_add(1 + shard));
+    let port = port.with_context(|| format!("no port for partition group {shard} above `{address}`"))?;
+    Ok(format!("{host}:{port}"))
+}
+
+/// Opens this shard's partition group and its plane (nothing unless the cluster replicates
+/// partitions): its listener, its connections to the same group on every peer, its tick.
+/// The shard's partitions must be open: a restarted replica replays into them.
+pub async fn start_group(system: &Rc<ProductionShard>, cluster: &ClusterConfig) -> anyhow::Result<()> {
+    if !(cluster.enabled && cluster.replicate_partitions) {
+        return Ok(());
+    }
+    let shard = system.shard_id();
+    let security = security(cluster)?;
+    let own = match cluster.listen_address.as_str() {
+        "" => &cluster.replicas[cluster.replica_id as usize],
+        other => other,
+    };
+    let listen = group_address(own, shard)?;
+    let roster = cluster.replicas.iter().map(|a| group_address(a, shard)).collect::<anyhow::Result<Vec<_>>>()?;
+    let listener = rill_adapter_replica_tcp::bind(&listen)
+        .await
+        .with_context(|| format!("starting partition group {shard}'s replica plane"))?;
+    let network = rill_adapter_replica_tcp::connect(roster, cluster.replica_id, security.clone());
+    system
+        .open_group(cluster.membership(), Box::new(network), rand::random())
+        .await
+        .with_context(|| format!("opening partition group {shard}"))?;
+    tracing::info!(group = shard, address = %listen, "partition group replica plane listening");
+    let receiver = system.clone();
+    let handler: rill_adapter_replica_tcp::Handler = Rc::new(move |message| {
+        let system = receiver.clone();
+        Box::pin(async move { system.on_group_message(message).await })
+    });
+    let presence: rill_adapter_replica_tcp::Presence = Rc::new(|_, _| {});
+    let (me, replicas) = (cluster.replica_id, cluster.replicas.len() as u8);
+    compio::runtime::spawn(rill_adapter_replica_tcp::serve(listener, handler, presence, security, me, replicas))
+        .detach();
+    spawn_ticker(system, |system| Box::pin(async move { system.group_tick().await }));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_address;
+
+    #[test]
+    fn group_planes_sit_above_the_replica_port() {
+        assert_eq!(group_address("127.0.0.1:8100", 0).unwrap(), "127.0.0.1:8101");
+        assert_eq!(group_address("[::1]:8100", 3).unwrap(), "[::1]:8104");
+        assert!(group_address("127.0.0.1:65535", 0).is_err());
+        assert!(group_address("no-port", 0).is_err());
+    }
 }

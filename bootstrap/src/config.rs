@@ -50,6 +50,9 @@ pub struct ClusterConfig {
     pub websocket_addresses: Vec<String>,
     /// Where the replica plane binds, when not at the roster address (empty: the roster's).
     pub listen_address: String,
+    /// Partitions are replicated through their shard's partition group (experimental;
+    /// off: messages stay on the node that took them).
+    pub replicate_partitions: bool,
     pub replica_id: u8,
     /// `[cluster.auth]` and `[cluster.tls]`.
     pub security: crate::config_cluster::ReplicaSecurityConfig,
@@ -382,6 +385,7 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
         http_addresses: list("cluster.http_addresses")?,
         websocket_addresses: list("cluster.websocket_addresses")?,
         listen_address: text("cluster.listen_address"),
+        replicate_partitions: flag("cluster.replicate_partitions"),
         replica_id: 0,
         security: crate::config_cluster::replica_security(&leaves)?,
     };

@@ -24,7 +24,7 @@ use rill_application::shard::recover;
 use rill_application::{GatewayContext, MetadataWriter, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::cpu_allocation::CpuAllocation;
 
-use crate::config::Config;
+use crate::config::{ClusterConfig, Config};
 
 /// The production adapters.
 pub struct ProductionEnv;
@@ -322,7 +322,7 @@ fn peer_shard(
     ready: mpsc::Sender<Result<(), String>>,
 ) -> anyhow::Result<()> {
     pin(core)?;
-    let Ok(ShardSetup { shared, factory, host_stats }) = setup.recv() else { return Ok(()) };
+    let Ok(ShardSetup { shared, factory, host_stats, cluster }) = setup.recv() else { return Ok(()) };
     shard_runtime()?.block_on(async move {
         let parts = ShardParts {
             storage: shard_storage(&shared),
@@ -337,6 +337,10 @@ fn peer_shard(
         };
         let system = Rc::new(Shard::new(parts));
         system.open_owned_partitions().await?;
+        if let Err(error) = crate::cluster::start_group(&system, &cluster).await {
+            let _ = ready.send(Err(format!("{error:#}")));
+            return Err(error);
+        }
         let _ = ready.send(Ok(()));
         spawn_maintenance(&system);
         serve_inbox(system, inbox).await;
@@ -349,6 +353,7 @@ struct ShardSetup {
     shared: Arc<Shared>,
     factory: ReaderFactory,
     host_stats: HostStats,
+    cluster: ClusterConfig,
 }
 
 /// Shard 0: recovery, the listener, signals and shutdown.
@@ -410,7 +415,12 @@ impl Shard0 {
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
         let host_stats = HostStats::start(&self.config.system_path).context("starting the host metrics sampler")?;
         for setup in &self.setup {
-            let parts = ShardSetup { shared: shared.clone(), factory: factory.clone(), host_stats: host_stats.clone() };
+            let parts = ShardSetup {
+                shared: shared.clone(),
+                factory: factory.clone(),
+                host_stats: host_stats.clone(),
+                cluster: self.config.cluster.clone(),
+            };
             setup.send(parts).context("starting a shard")?;
         }
         let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
@@ -432,6 +442,7 @@ impl Shard0 {
         crate::cluster::serve(&system, &self.config.cluster, replica_plane);
         system.start_replication(pending).await;
         system.open_owned_partitions().await?;
+        crate::cluster::start_group(&system, &self.config.cluster).await?;
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;
         }

@@ -27,7 +27,7 @@ mod tests_faults;
 mod tests_restart;
 
 pub use codec::{MESSAGE_MAX, MessageError, decode_message, encode_message, frame_len};
-pub use entry::{Checkpoint, Entry, EntryError, ROOT_CHECKSUM};
+pub use entry::{Checkpoint, ENTRY_BODY_MAX, Entry, EntryError, ROOT_CHECKSUM};
 pub use message::{Durable, Effect, LogSuffix, Message, Superblock};
 pub use options::{Options, REPLICAS_MAX};
 pub use replica::{Replica, Status};

@@ -144,6 +144,22 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The first of `count` consecutive TCP ports that were all free a moment ago and that this
+/// process has not handed out before (a replica port and the partition groups' above it).
+pub fn free_ports(count: u16) -> u16 {
+    loop {
+        let first = free_port();
+        let Some(last) = first.checked_add(count - 1) else { continue };
+        let mut handed_out = HANDED_OUT_PORTS.lock().unwrap_or_else(|e| e.into_inner());
+        let free = (first + 1..=last)
+            .all(|port| !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok());
+        if free {
+            handed_out.extend(first + 1..=last);
+            return first;
+        }
+    }
+}
+
 /// One rill-server process (and its restarts) with its own data directory and port.
 pub struct TestServer {
     binary: PathBuf,

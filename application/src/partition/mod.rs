@@ -336,6 +336,42 @@ impl<S: Storage> PartitionLog<S> {
         Ok(Appended { base_offset, stored: count, duplicates, bytes, flush_due })
     }
 
+    /// Writes a batch a partition group committed at `base_offset`, stamped with the time
+    /// the group's primary gave it, so every replica stores the same bytes at the same
+    /// offsets. Committed means acknowledged: the batch is never taken back; a failed flush
+    /// leaves it journaled (the partition read-only) for the retry. A batch this log holds
+    /// already (a replay after a restart) is skipped; one past the log's end is refused,
+    /// since writing it would leave a gap.
+    pub async fn append_replicated(
+        &mut self,
+        storage: &S,
+        mut stored: PoolSlice,
+        base_offset: u64,
+        timestamp_us: u64,
+    ) -> io::Result<Option<Appended>> {
+        if base_offset < self.next_offset {
+            return Ok(None);
+        }
+        if base_offset > self.next_offset {
+            return Err(io::Error::other(format!(
+                "the committed batch at offset {base_offset} is past this log's end {}: offsets {}..{base_offset} are missing here",
+                self.next_offset, self.next_offset
+            )));
+        }
+        let now_us = timestamp_us.max(self.last_timestamp);
+        batch::stamp(&mut stored, self.partition_id, base_offset, now_us);
+        let count = BatchHeader::read(&stored).message_count;
+        let bytes = stored.len() as u64;
+        self.push_journal(stored, count);
+        self.last_timestamp = now_us;
+        let threshold_reached = u64::from(self.journal_messages) >= u64::from(self.settings.messages_required_to_save)
+            || self.journal_bytes >= self.settings.size_required_to_save_bytes;
+        if threshold_reached || self.settings.enforce_fsync || self.write_failure.is_some() {
+            self.flush(storage, self.settings.enforce_fsync).await?;
+        }
+        Ok(Some(Appended { base_offset, stored: count, duplicates: 0, bytes, flush_due: false }))
+    }
+
     fn push_journal(&mut self, stored: PoolSlice, count: u32) {
         self.next_offset += count as u64;
         self.journal_messages += count;

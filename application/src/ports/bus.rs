@@ -53,6 +53,8 @@ pub enum PartitionOp {
     Open {
         settings: PartitionSettings,
         fresh: bool,
+        /// When the metadata created the partition: which incarnation of its ids it is.
+        created_at: u64,
     },
     Remove,
     Purge,

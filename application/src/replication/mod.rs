@@ -3,6 +3,7 @@
 //! one-replica cluster (every op still goes through the replica and its journal); a
 //! `[cluster]` roster makes it one replica of several.
 
+pub mod group_machine;
 pub mod journal;
 pub mod machine;
 
@@ -11,10 +12,11 @@ use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
 
-use rill_domain::vsr::{Effect, Options, Replica};
+use rill_domain::vsr::{Effect, Options, Replica, StateMachine};
 
 use crate::ports::Storage;
 
+pub use group_machine::{GroupMachine, GroupOutcome};
 pub use journal::{JournalError, VsrJournal};
 pub use machine::{MetadataMachine, Outcome};
 
@@ -45,27 +47,61 @@ pub fn options() -> Options {
     Options { checkpoint_interval: 256, ..Options::default() }
 }
 
-/// The replica and its durable files, owned by shard 0.
-pub struct Replication<S: Storage> {
-    pub replica: RefCell<Replica<MetadataMachine>>,
+/// A partition group's tuning. Its entries carry whole batches, so its log is short: four
+/// sends in the pipeline, a checkpoint every eight commits (a log of 32 entries, which a
+/// view change ships whole: at most `ENTRY_BODY_MAX` each). Group `g` starts with its
+/// primary on node `g mod n`, so the groups' primaries spread over the nodes.
+pub fn group_options(group: u16, replica_count: u8) -> Options {
+    Options {
+        pipeline_max: 4,
+        checkpoint_interval: 8,
+        primary_offset: (group % u16::from(replica_count.max(1))) as u8,
+        ..Options::default()
+    }
+}
+
+/// A replica and its durable files: the metadata's, owned by shard 0, or a partition
+/// group's, owned by the shard whose partitions it carries.
+pub struct Replication<S: Storage, M: StateMachine = MetadataMachine> {
+    pub replica: RefCell<Replica<M>>,
     pub journal: async_lock::Mutex<VsrJournal<S>>,
     pub membership: Membership,
 }
 
 impl<S: Storage> Replication<S> {
-    /// Opens the replica from `dir`: a node that never wrote a superblock is new and starts
-    /// in view 0 (its first superblock is written now, before it takes part in anything);
-    /// any other node is reopened from its journal and runs the recovery protocol.
-    /// Returns the replica and the effects opening produced, storage effects carried out.
+    /// Opens the metadata replica from `dir` (see `open_with`), with the storage effects of
+    /// opening carried out; returns the other effects.
     pub async fn open(
         storage: &S,
         dir: &Path,
         membership: Membership,
         seed: u64,
     ) -> Result<(Self, Vec<Effect>), JournalError> {
+        let (this, effects) =
+            Self::open_with(storage, dir, membership, seed, options(), MetadataMachine::default()).await?;
+        let external = this
+            .settle(storage, effects)
+            .await
+            .map_err(|source| JournalError::Io { path: dir.join("journal.wal"), source })?;
+        Ok((this, external))
+    }
+}
+
+impl<S: Storage, M: StateMachine> Replication<S, M> {
+    /// Opens a replica from `dir`: a node that never wrote a superblock is new and starts
+    /// in view 0 (its first superblock is written now, before it takes part in anything);
+    /// any other node is reopened from its journal and runs the recovery protocol.
+    /// Returns the replica and the effects opening produced, none carried out yet.
+    pub async fn open_with(
+        storage: &S,
+        dir: &Path,
+        membership: Membership,
+        seed: u64,
+        options: Options,
+        machine: M,
+    ) -> Result<(Self, Vec<Effect>), JournalError> {
         let fresh = !storage.exists(&dir.join("superblock")).await;
         let (journal, durable) = VsrJournal::open(storage, dir, membership.clustered()).await?;
-        let machine = MetadataMachine::default();
         let Membership { replica_id, replica_count } = membership;
         let mut effects = Vec::new();
         let replica = if fresh && durable.entries.is_empty() && durable.checkpoint.is_none() {
@@ -73,16 +109,12 @@ impl<S: Storage> Replication<S> {
                 .write_superblock(storage, &durable.superblock)
                 .await
                 .map_err(|source| JournalError::Io { path: dir.join("superblock"), source })?;
-            Replica::new(replica_id, replica_count, seed, options(), machine)
+            Replica::new(replica_id, replica_count, seed, options, machine)
         } else {
-            Replica::open(replica_id, replica_count, seed, options(), machine, durable, &mut effects)
+            Replica::open(replica_id, replica_count, seed, options, machine, durable, &mut effects)
         };
         let this = Self { replica: RefCell::new(replica), journal: async_lock::Mutex::new(journal), membership };
-        let external = this
-            .settle(storage, effects)
-            .await
-            .map_err(|source| JournalError::Io { path: dir.join("journal.wal"), source })?;
-        Ok((this, external))
+        Ok((this, effects))
     }
 
     /// Carries out the storage effects (journal appends, superblock and checkpoint writes),
@@ -128,6 +160,12 @@ impl<S: Storage> Replication<S> {
         self.membership
     }
 
+    pub fn commit(&self) -> u64 {
+        self.replica.borrow().commit()
+    }
+}
+
+impl<S: Storage> Replication<S> {
     /// Drops the commits among `effects` (and the outcomes they left), for the start-up
     /// path, whose state seeds every view directly; returns the rest.
     pub fn without_commits(&self, effects: Vec<Effect>) -> Vec<Effect> {
@@ -152,9 +190,5 @@ impl<S: Storage> Replication<S> {
 
     pub fn with_metadata<R>(&self, f: impl FnOnce(&rill_domain::metadata::Metadata) -> R) -> R {
         f(self.replica.borrow().state_machine().metadata())
-    }
-
-    pub fn commit(&self) -> u64 {
-        self.replica.borrow().commit()
     }
 }

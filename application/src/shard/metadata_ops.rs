@@ -127,13 +127,17 @@ impl<E: Env> Shard<E> {
     }
 
     async fn open_new(&self, stream_id: u32, topic_id: u32, partitions: std::ops::Range<u32>) -> std::io::Result<()> {
-        let Some(settings) =
-            self.writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map(|t| self.partition_settings(&t.settings)))
-        else {
+        let Some((settings, created)) = self.writer_metadata(|m| {
+            m.topic_by_ids(stream_id, topic_id).map(|t| (self.partition_settings(&t.settings), t.partitions.clone()))
+        }) else {
             return Ok(());
         };
-        let namespaces: Vec<Namespace> = partitions.filter_map(|p| Namespace::new(stream_id, topic_id, p)).collect();
-        self.on_owners(namespaces, || PartitionOp::Open { settings, fresh: true }).await
+        for partition in partitions {
+            let Some(namespace) = Namespace::new(stream_id, topic_id, partition) else { continue };
+            let created_at = created.get(partition as usize).copied().unwrap_or_default();
+            self.on_owners(vec![namespace], || PartitionOp::Open { settings, fresh: true, created_at }).await?;
+        }
+        Ok(())
     }
 
     /// Runs a lifecycle operation on each partition's owner and waits for every answer.

@@ -6,6 +6,7 @@
 
 mod clients;
 mod flusher;
+mod group;
 mod groups;
 mod maintenance;
 mod messages;
@@ -30,6 +31,7 @@ use rill_domain::wire::command::MetadataOp;
 use rill_domain::wire::response::NodePorts;
 
 pub use clients::{ClientEntry, ClientRegistry, Transport};
+pub use group::PartitionGroup;
 pub use maintenance::{DataConfig, FreeSpaceFloor, ScrubCursor};
 pub use replication::{MetadataWriter, ReplicaRole};
 
@@ -270,6 +272,8 @@ pub struct Shard<E: Env> {
     encryptor: Option<crate::encryption::Encryptor>,
     /// Partitions whose flush a send left to the flusher.
     flush_queue: flusher::FlushQueue,
+    /// This shard's replica of its partition group, when partitions are replicated.
+    group: group::GroupCell<E>,
 }
 
 impl<E: Env> Shard<E> {
@@ -290,6 +294,7 @@ impl<E: Env> Shard<E> {
             partitions: RefCell::new(BTreeMap::new()),
             balanced: RefCell::new(BTreeMap::new()),
             flush_queue: flusher::FlushQueue::default(),
+            group: group::GroupCell::new(),
         }
     }
 
@@ -398,15 +403,16 @@ impl<E: Env> Shard<E> {
                         let namespace = Namespace::new(stream.id, topic.id, partition_id)
                             .expect("metadata keeps ids within limits");
                         if self.shared.partitions.owner(namespace) == self.shard_id {
-                            owned.push((namespace, self.partition_settings(&topic.settings)));
+                            let created_at = topic.partitions[partition_id as usize];
+                            owned.push((namespace, self.partition_settings(&topic.settings), created_at));
                         }
                     }
                 }
             }
             owned
         });
-        for (namespace, settings) in owned {
-            self.open_partition(namespace, settings, false).await.map_err(io_context(format!(
+        for (namespace, settings, created_at) in owned {
+            self.open_partition(namespace, settings, false, created_at).await.map_err(io_context(format!(
                 "opening partition {}/{}/{}",
                 namespace.stream_id(),
                 namespace.topic_id(),

@@ -25,6 +25,35 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
     }
 }
 
+/// The file in a partition's directory that names the incarnation it holds.
+const CREATED_AT_MARKER: &str = "created_at";
+
+async fn read_marker<S: Storage>(storage: &S, path: &std::path::Path) -> Option<u64> {
+    use crate::ports::StorageFile;
+    if !storage.exists(path).await {
+        return None;
+    }
+    let file = storage.open(path).await.ok()?;
+    let (result, bytes) = file.read_exact_at(crate::memory_pool::PoolSlice::plain(vec![0; 8]), 0).await;
+    result.ok()?;
+    Some(u64::from_le_bytes(bytes[..8].try_into().ok()?))
+}
+
+/// Records the incarnation durably, before any batch of it is acknowledged.
+async fn write_marker<S: Storage>(
+    storage: &S,
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    created_at: u64,
+) -> std::io::Result<()> {
+    use crate::ports::StorageFile;
+    let file = storage.open(path).await?;
+    let bytes = crate::memory_pool::PoolSlice::plain(created_at.to_le_bytes().to_vec());
+    file.write_at(vec![bytes], 0).await.0?;
+    file.sync().await?;
+    storage.sync_dir(dir).await
+}
+
 impl<E: Env> Shard<E> {
     /// Runs `op` on the partition's owner: here, or over the bus.
     pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
@@ -36,19 +65,30 @@ impl<E: Env> Shard<E> {
         self.bus.call(owner, ShardRequest::Partition { namespace, op }).await
     }
 
+    /// Opens a partition this shard owns. `fresh` says the metadata just created it: files
+    /// of a deleted partition with the same ids are removed then, but not its own files,
+    /// which a clustered node that replays the creation while it catches up already holds
+    /// (the `created_at` marker in the directory tells the two apart).
     pub(super) async fn open_partition(
         &self,
         namespace: Namespace,
         settings: PartitionSettings,
         fresh: bool,
+        created_at: u64,
     ) -> std::io::Result<()> {
         let dir = self.partition_dir(namespace);
-        if fresh {
+        let marker = dir.join(CREATED_AT_MARKER);
+        let recorded = read_marker(&self.storage, &marker).await;
+        let replayed = recorded == Some(created_at);
+        if fresh && !replayed {
             // A new partition must not inherit files of a deleted one with the same ids.
             self.storage.remove_dir_all(&dir).await?;
         }
-        let clean = self.shared.clean_start && !fresh;
+        let clean = self.shared.clean_start && (!fresh || replayed);
         let log = PartitionLog::open(&self.storage, &dir, namespace.partition_id(), settings, clean).await?;
+        if recorded != Some(created_at) {
+            write_marker(&self.storage, &dir, &marker, created_at).await?;
+        }
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition =
             Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
@@ -69,9 +109,9 @@ impl<E: Env> Shard<E> {
     /// lock only to plan (and to report or commit after); its disk reads run without it.
     pub(super) async fn execute_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
         let op = match op {
-            PartitionOp::Open { settings, fresh } => {
+            PartitionOp::Open { settings, fresh, created_at } => {
                 return self
-                    .open_partition(namespace, settings, fresh)
+                    .open_partition(namespace, settings, fresh, created_at)
                     .await
                     .map(|()| Vec::new().into())
                     .map_err(io_failure("opening a partition"));
@@ -82,6 +122,15 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::Poll { key, strategy, count, auto_commit } => {
                 return self.poll(namespace, key, strategy, count, auto_commit).await;
+            }
+            // A replicated send is written when it commits, under the partition's lock then.
+            PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } if let Some(group) = self.group() => {
+                let partition = self.owned(namespace)?;
+                if partition.closed.get() {
+                    return Err(ErrorCode::PartitionNotFound);
+                }
+                self.refuse_below_floor()?;
+                return self.replicate_send(group, namespace, batch, stream_id, topic_id).await.map(Reply::Body);
             }
             op => op,
         };
@@ -251,23 +300,9 @@ impl<E: Env> Shard<E> {
         log: &mut PartitionLog<E::Storage>,
         batch: crate::memory_pool::PoolSlice,
     ) -> Result<crate::partition::Appended, ErrorCode> {
+        self.refuse_below_floor()?;
         let data = &self.shared.telemetry.data;
-        // The free space last read, less what was appended since: the floor holds even
-        // when producers fill the disk faster than it is read.
-        if data.disk_available.load(Ordering::Relaxed) < data.disk_floor.load(Ordering::Relaxed) {
-            data.below_floor.store(true, Ordering::Relaxed);
-            data.sends_refused.fetch_add(1, Ordering::Relaxed);
-            return Err(ErrorCode::CannotAppendMessage);
-        }
-        let batch = match &self.encryptor {
-            Some(encryptor) => {
-                let count = rill_domain::batch::BatchHeader::read(&batch).message_count as usize;
-                let mut sealed = Vec::with_capacity(batch.len() + count * crate::encryption::SEAL_OVERHEAD);
-                encryptor.seal_batch(&batch, &mut sealed)?;
-                crate::memory_pool::PoolSlice::plain(sealed)
-            }
-            None => batch,
-        };
+        let batch = self.seal(batch)?;
         let was_read_only = log.write_failure().is_some();
         let result = match self.flush_queue.running() {
             true => log.append_deferring(&self.storage, batch, self.now_us()).await,
@@ -288,6 +323,31 @@ impl<E: Env> Shard<E> {
             self.flush_queue.push(namespace);
         }
         Ok(appended)
+    }
+
+    /// Refuses a send while the disk is below its free-space floor.
+    fn refuse_below_floor(&self) -> Result<(), ErrorCode> {
+        let data = &self.shared.telemetry.data;
+        // The free space last read, less what was appended since: the floor holds even
+        // when producers fill the disk faster than it is read.
+        if data.disk_available.load(Ordering::Relaxed) < data.disk_floor.load(Ordering::Relaxed) {
+            data.below_floor.store(true, Ordering::Relaxed);
+            data.sends_refused.fetch_add(1, Ordering::Relaxed);
+            return Err(ErrorCode::CannotAppendMessage);
+        }
+        Ok(())
+    }
+
+    /// The batch as it is stored: sealed when encryption at rest is on.
+    pub(super) fn seal(
+        &self,
+        batch: crate::memory_pool::PoolSlice,
+    ) -> Result<crate::memory_pool::PoolSlice, ErrorCode> {
+        let Some(encryptor) = &self.encryptor else { return Ok(batch) };
+        let count = rill_domain::batch::BatchHeader::read(&batch).message_count as usize;
+        let mut sealed = Vec::with_capacity(batch.len() + count * crate::encryption::SEAL_OVERHEAD);
+        encryptor.seal_batch(&batch, &mut sealed)?;
+        Ok(crate::memory_pool::PoolSlice::plain(sealed))
     }
 
     /// Counts a failed write and logs each change of a partition's read-only state once.

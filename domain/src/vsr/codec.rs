@@ -12,8 +12,10 @@ use xxhash_rust::xxh3::xxh3_128;
 use super::entry::{Checkpoint, Entry, EntryError};
 use super::message::{LogSuffix, Message};
 
-/// Largest `len` a frame may announce (the bytes after its length prefix).
-pub const MESSAGE_MAX: usize = 64 << 20;
+/// Largest `len` a frame may announce (the bytes after its length prefix). A view change
+/// carries a whole log: a partition group's (32 entries of at most `ENTRY_BODY_MAX`) fits,
+/// as does the metadata log's (544 entries of at most 64 KiB).
+pub const MESSAGE_MAX: usize = 160 << 20;
 
 /// Length prefix plus checksum: the bytes in front of the kind.
 const FRAME_HEADER: usize = 4 + 16;
@@ -34,6 +36,8 @@ const REQUEST_PREPARE: u8 = 10;
 const REPAIR: u8 = 11;
 const GET_STATE: u8 = 12;
 const NEW_STATE: u8 = 13;
+const REQUEST: u8 = 14;
+const REPLY: u8 = 15;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MessageError {
@@ -108,6 +112,12 @@ fn put_message(w: &mut Writer, message: &Message) {
             };
             w.entries(entries)
         }
+        Message::Request { client_id, request_number, operation, body } => {
+            w.u8(REQUEST).u128(*client_id).u64(*request_number).u8(*operation).blob(body)
+        }
+        Message::Reply { client_id, request_number, reply } => {
+            w.u8(REPLY).u128(*client_id).u64(*request_number).blob(reply)
+        }
     };
 }
 
@@ -174,6 +184,10 @@ fn read_message(r: &mut Reader<'_>) -> Result<Message, MessageError> {
             checkpoint: if r.present()? { Some(r.checkpoint()?) } else { None },
             entries: r.entries()?,
         },
+        REQUEST => {
+            Message::Request { client_id: r.u128()?, request_number: r.u64()?, operation: r.u8()?, body: r.blob()? }
+        }
+        REPLY => Message::Reply { client_id: r.u128()?, request_number: r.u64()?, reply: r.blob()? },
         _ => return Err(MessageError::UnknownKind),
     })
 }
@@ -215,6 +229,13 @@ impl Writer {
 
     fn log(&mut self, log: &LogSuffix) -> &mut Self {
         self.u64(log.op).u128(log.op_checksum).u64(log.commit).entries(&log.entries)
+    }
+
+    /// Bytes with a `u32` length in front.
+    fn blob(&mut self, bytes: &[u8]) -> &mut Self {
+        self.u32(bytes.len() as u32);
+        self.0.extend_from_slice(bytes);
+        self
     }
 
     /// `Checkpoint::decode` wants exactly its frame, hence the outer length.
@@ -291,6 +312,11 @@ impl<'a> Reader<'a> {
 
     fn log(&mut self) -> Result<LogSuffix, MessageError> {
         Ok(LogSuffix { op: self.u64()?, op_checksum: self.u128()?, commit: self.u64()?, entries: self.entries()? })
+    }
+
+    fn blob(&mut self) -> Result<Vec<u8>, MessageError> {
+        let len = self.u32()? as usize;
+        Ok(self.bytes(len)?.to_vec())
     }
 
     fn checkpoint(&mut self) -> Result<Checkpoint, MessageError> {
@@ -371,6 +397,9 @@ mod tests {
             Message::NewState { view: 4, replica: 0, checkpoint: Some(checkpoint(&entries)), entries: tail.clone() },
             Message::NewState { view: 4, replica: 0, checkpoint: Some(checkpoint(&entries)), entries: Vec::new() },
             Message::NewState { view: 4, replica: 0, checkpoint: None, entries: tail },
+            Message::Request { client_id: 7 << 64 | 3, request_number: 9, operation: 160, body: vec![5; 33] },
+            Message::Request { client_id: 1, request_number: 1, operation: 161, body: Vec::new() },
+            Message::Reply { client_id: 7 << 64 | 3, request_number: 9, reply: vec![0; 20] },
         ]
     }
 
@@ -405,7 +434,7 @@ mod tests {
         }
         kinds.sort_unstable();
         kinds.dedup();
-        assert_eq!(kinds, (PREPARE..=NEW_STATE).collect::<Vec<_>>(), "every kind is covered");
+        assert_eq!(kinds, (PREPARE..=REPLY).collect::<Vec<_>>(), "every kind is covered");
     }
 
     #[test]
@@ -490,7 +519,7 @@ mod tests {
         body.extend_from_slice(&[0; 8]);
         body.push(2);
         assert_eq!(decode_message(&frame(&body)), Err(MessageError::Malformed));
-        for kind in [0, NEW_STATE + 1, u8::MAX] {
+        for kind in [0, REPLY + 1, u8::MAX] {
             assert_eq!(decode_message(&frame(&[kind; 40])), Err(MessageError::UnknownKind));
         }
     }
@@ -512,7 +541,7 @@ mod tests {
             // Behind a valid frame the parser itself sees the garbage, kind byte included.
             let mut body = garbage;
             if let Some(kind) = body.first_mut() {
-                *kind = (*kind % (NEW_STATE + 2)).max(PREPARE);
+                *kind = (*kind % (REPLY + 2)).max(PREPARE);
             }
             let _ = decode_message(&frame(&body));
         }

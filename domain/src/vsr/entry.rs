@@ -6,7 +6,8 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 /// Checksum of the virtual entry before op 1: the root of every replica's hash chain.
 pub const ROOT_CHECKSUM: u128 = 0;
 /// Largest body an entry may carry; longer lengths in a frame are rejected before allocating.
-pub const ENTRY_BODY_MAX: usize = 1 << 20;
+/// A partition group's send carries its whole batch, so this bounds a replicated batch.
+pub const ENTRY_BODY_MAX: usize = 4 << 20;
 /// Largest checkpoint state a frame may announce.
 pub const CHECKPOINT_STATE_MAX: usize = 1 << 30;
 

@@ -106,6 +106,21 @@ pub enum Message {
         checkpoint: Option<Checkpoint>,
         entries: Vec<Entry>,
     },
+    /// A client request a backup forwards to the primary (a node submits for its own
+    /// clients; the primary treats it as `on_request`).
+    Request {
+        client_id: u128,
+        request_number: u64,
+        operation: u8,
+        body: Vec<u8>,
+    },
+    /// The primary's reply to a forwarded request, for the node that forwarded it. The
+    /// replica ignores it: it is for the caller, who waits for it.
+    Reply {
+        client_id: u128,
+        request_number: u64,
+        reply: Vec<u8>,
+    },
 }
 
 /// The superblock: what a replica must not forget across a restart besides its journal. With

@@ -7,6 +7,10 @@ pub const REPLICAS_MAX: u8 = 31;
 pub(super) const REPAIR_BATCH: usize = 16;
 /// Committed entries one `NewState` message carries at most.
 pub(super) const STATE_BATCH: usize = 64;
+/// Entry body bytes one `Repair` or `NewState` message carries at most (at least one entry
+/// goes whatever its size): with partition batches as bodies, the entry counts alone would
+/// let one message reach gigabytes.
+pub(super) const MESSAGE_BODY_BUDGET: usize = 32 << 20;
 /// Repair rounds without progress on the same hole before asking for a state transfer.
 pub(super) const REPAIR_ATTEMPTS_MAX: u32 = 3;
 
@@ -71,6 +75,19 @@ impl Options {
         assert!(self.prepare_timeout_ticks >= 1 && self.resend_ticks >= 1 && self.repair_timeout_ticks >= 1);
         assert!(self.view_change_status_timeout_ticks > self.resend_ticks);
     }
+}
+
+/// Cuts `entries` after the first one that reaches [`MESSAGE_BODY_BUDGET`] body bytes.
+pub(super) fn within_body_budget(entries: &mut Vec<super::entry::Entry>) {
+    let mut bytes = 0;
+    let keep = entries
+        .iter()
+        .position(|entry| {
+            bytes += entry.body.len();
+            bytes >= MESSAGE_BODY_BUDGET
+        })
+        .map_or(entries.len(), |at| at + 1);
+    entries.truncate(keep);
 }
 
 /// splitmix64: tiny, seedable and good enough for jitter and nonces.

@@ -7,7 +7,7 @@
 use super::client_table::ClientTable;
 use super::entry::{Checkpoint, Entry};
 use super::message::{Effect, Message};
-use super::options::{REPAIR_ATTEMPTS_MAX, REPAIR_BATCH, STATE_BATCH};
+use super::options::{REPAIR_ATTEMPTS_MAX, REPAIR_BATCH, STATE_BATCH, within_body_budget};
 use super::replica::{Replica, Status};
 use super::state_machine::StateMachine;
 
@@ -52,7 +52,8 @@ impl<S: StateMachine> Replica<S> {
     }
 
     pub(super) fn on_request_prepare(&mut self, replica: u8, op: u64, checksum: u128, effects: &mut Vec<Effect>) {
-        let entries = self.log.chain_below(op, checksum, REPAIR_BATCH);
+        let mut entries = self.log.chain_below(op, checksum, REPAIR_BATCH);
+        within_body_budget(&mut entries);
         if !entries.is_empty() {
             self.send(replica, Message::Repair { replica: self.replica, entries }, effects);
         }
@@ -93,6 +94,7 @@ impl<S: StateMachine> Replica<S> {
         };
         let count = (self.commit_min - base).min(STATE_BATCH as u64) as usize;
         let mut entries = self.log.entries_from(base + 1, count);
+        within_body_budget(&mut entries);
         if entries.first().is_some_and(|first| first.op != base + 1) {
             entries.clear();
         }

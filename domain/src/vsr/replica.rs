@@ -292,9 +292,15 @@ impl<S: StateMachine> Replica<S> {
 
     /// Handles one protocol message. Malformed or out-of-range messages are dropped.
     pub fn on_message(&mut self, now: u64, message: Message, effects: &mut Vec<Effect>) {
-        let _ = now;
-        if self.admissible(&message) {
-            self.dispatch(message, effects);
+        match message {
+            // A forwarded client request: the same as one that arrived here.
+            Message::Request { client_id, request_number, operation, body } => {
+                self.on_request(now, client_id, request_number, operation, body, effects);
+                return;
+            }
+            Message::Reply { .. } => {}
+            message if self.admissible(&message) => self.dispatch(message, effects),
+            _ => {}
         }
         self.finish(effects);
     }
@@ -355,6 +361,7 @@ impl<S: StateMachine> Replica<S> {
             Message::NewState { view, checkpoint, entries, .. } => {
                 self.on_new_state(view, checkpoint, entries, effects)
             }
+            Message::Request { .. } | Message::Reply { .. } => {}
         }
     }
 
@@ -390,6 +397,8 @@ impl<S: StateMachine> Replica<S> {
                             .is_none_or(|first| first.op == checkpoint.op + 1 && first.parent == checkpoint.checksum)
                     })
             }
+            // Handled before this check (`on_message`).
+            Message::Request { .. } | Message::Reply { .. } => false,
         }
     }
 

@@ -37,6 +37,9 @@ pub struct Config {
     pub faults: Faults,
     /// Per-tick, per-idle-client chance of a new request while the workload runs.
     pub request_ppm: u64,
+    /// A backup forwards a client's request to the primary (`Message::Request`), as a
+    /// partition group's node does, instead of redirecting the client.
+    pub forward: bool,
 }
 
 struct Client {
@@ -210,7 +213,14 @@ impl<M: Model> Sim<M> {
             // A request's first byte is its operation (see `submit_request`).
             Payload::Request { client_id, request_number, body } => {
                 let (operation, rest) = body.split_first().map_or((0, &[][..]), |(op, rest)| (*op, rest));
-                node.on_request(now, client_id, request_number, operation, rest.to_vec(), &mut effects)
+                let (operation, body) = (operation, rest.to_vec());
+                if self.config.forward && !node.is_primary() && node.status() == Status::Normal {
+                    let primary = node.primary_index(node.view());
+                    let message = Message::Request { client_id, request_number, operation, body };
+                    self.network.send(self.tick, packet.to, usize::from(primary), Payload::Replica(message));
+                    return;
+                }
+                node.on_request(now, client_id, request_number, operation, body, &mut effects)
             }
             Payload::Reply { .. } | Payload::NotPrimary { .. } => unreachable!("replicas get no replies"),
         }
@@ -577,5 +587,7 @@ fn discriminant(message: &Message) -> u64 {
         Message::Repair { .. } => 11,
         Message::GetState { .. } => 12,
         Message::NewState { .. } => 13,
+        Message::Request { request_number, .. } => 14 ^ (request_number << 8),
+        Message::Reply { request_number, .. } => 15 ^ (request_number << 8),
     }
 }

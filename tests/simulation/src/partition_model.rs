@@ -14,13 +14,13 @@ use rill_domain::wire::codes::operation;
 
 use crate::model::Model;
 
-/// Partitions one simulated group carries.
-pub const PARTITIONS: u32 = 3;
+/// Partitions one simulated group's clients send to (the state takes any key).
+pub const PARTITIONS: u64 = 4;
 
 /// One appended batch: where it landed and a digest of its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Batch {
-    pub partition: u32,
+    pub partition: u64,
     pub base_offset: u64,
     pub count: u32,
     pub digest: u64,
@@ -36,13 +36,19 @@ fn word(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
 
+fn long(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+}
+
 impl StateMachine for PartitionModel {
     fn apply(&mut self, op: u64, timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
         let reply = self.state.apply(op, timestamp, operation, body);
-        if operation == operation::SEND_MESSAGES && reply.len() == 16 && reply[..4] == [0; 4] {
-            let base_offset = u64::from_le_bytes(reply[8..16].try_into().expect("eight bytes"));
-            let digest = xxhash_rust::xxh3::xxh3_64(&body[8..]);
-            self.batches.push(Batch { partition: word(body, 0), base_offset, count: word(body, 4), digest });
+        if operation == operation::SEND_MESSAGES
+            && let Some((partition, base_offset)) = partition_group::parse_send_reply(&reply)
+            && let Some((_, count, batch)) = partition_group::parse_send(body)
+        {
+            let digest = xxhash_rust::xxh3::xxh3_64(batch);
+            self.batches.push(Batch { partition, base_offset, count, digest });
         }
         reply
     }
@@ -64,19 +70,14 @@ impl StateMachine for PartitionModel {
         let len = snapshot.get(..4).map(|b| word(b, 0) as usize).ok_or(InvalidSnapshot)?;
         let state_bytes = snapshot.get(4..4 + len).ok_or(InvalidSnapshot)?;
         let records = &snapshot[4 + len..];
-        if !records.len().is_multiple_of(24) {
+        if !records.len().is_multiple_of(28) {
             return Err(InvalidSnapshot);
         }
         let mut state = PartitionGroupState::default();
         state.restore(state_bytes)?;
         let batches = records
-            .chunks(24)
-            .map(|r| Batch {
-                partition: word(r, 0),
-                base_offset: u64::from_le_bytes(r[4..12].try_into().expect("eight bytes")),
-                count: word(r, 12),
-                digest: u64::from_le_bytes(r[16..24].try_into().expect("eight bytes")),
-            })
+            .chunks(28)
+            .map(|r| Batch { partition: long(r, 0), base_offset: long(r, 8), count: word(r, 16), digest: long(r, 20) })
             .collect();
         *self = Self { state, batches };
         Ok(())
@@ -89,13 +90,13 @@ impl StateMachine for PartitionModel {
 
 impl Model for PartitionModel {
     fn initial() -> Self {
-        Self { state: PartitionGroupState::new(PARTITIONS), batches: Vec::new() }
+        Self { state: PartitionGroupState::default(), batches: Vec::new() }
     }
 
     /// Mostly sends of 1 to 10 messages with distinct bytes, some offset stores and deletes
-    /// for three consumers, now and then a partition that does not exist.
+    /// for three consumers, now and then a malformed send.
     fn request(prng: &mut Prng) -> (u8, Vec<u8>) {
-        let partition = prng.below(u64::from(PARTITIONS) + 1) as u32;
+        let partition = prng.below(PARTITIONS);
         let consumer = (1, prng.range(1, 4) as u32);
         match prng.below(100) {
             0..70 => {
@@ -103,7 +104,8 @@ impl Model for PartitionModel {
                 let count = prng.range(1, 11) as u32;
                 (operation::SEND_MESSAGES, partition_group::send_body(partition, count, &batch))
             }
-            70..95 => {
+            70..72 => (operation::SEND_MESSAGES, partition.to_le_bytes().to_vec()),
+            72..95 => {
                 let body = partition_group::store_offset_body(partition, consumer, prng.below(200));
                 (operation::STORE_CONSUMER_OFFSET, body)
             }
@@ -117,12 +119,12 @@ impl Model for PartitionModel {
             committed.values().map(|entry| ((entry.client_id, entry.request_number), entry)).collect();
         for (client, request, reply) in replies {
             let entry = bodies.get(&(*client, *request)).expect("a replied request was committed");
-            if entry.operation != operation::SEND_MESSAGES || reply[..4] != [0; 4] {
+            if entry.operation != operation::SEND_MESSAGES {
                 continue;
             }
-            let partition = word(reply, 4);
-            let base_offset = u64::from_le_bytes(reply[8..16].try_into().expect("eight bytes"));
-            let digest = xxhash_rust::xxh3::xxh3_64(&entry.body[8..]);
+            let Some((partition, base_offset)) = partition_group::parse_send_reply(reply) else { continue };
+            let (_, _, batch) = partition_group::parse_send(&entry.body).expect("an acknowledged send is well formed");
+            let digest = xxhash_rust::xxh3::xxh3_64(batch);
             let found: Vec<&Batch> = replay.batches.iter().filter(|b| b.digest == digest).collect();
             assert_eq!(found.len(), 1, "acknowledged send {client}/{request} is stored {} times", found.len());
             assert_eq!(
@@ -143,25 +145,21 @@ fn check_offsets(replay: &PartitionModel) {
             assert_eq!(batch.base_offset, next, "partition {partition}: an offset assigned twice or skipped");
             next += u64::from(batch.count);
         }
-        assert_eq!(replay.state.next_offset(partition), Some(next), "partition {partition}'s end");
+        assert_eq!(replay.state.next_offset(partition).unwrap_or(0), next, "partition {partition}'s end");
     }
 }
 
 /// Every consumer offset is what the last committed store or delete for it left.
 fn check_consumer_offsets(replay: &PartitionModel, committed: &BTreeMap<u64, Entry>) {
-    let mut last: BTreeMap<(u32, (u8, u32)), Option<u64>> = BTreeMap::new();
+    let mut last: BTreeMap<(u64, (u8, u32)), Option<u64>> = BTreeMap::new();
     for entry in committed.values() {
-        let body = &entry.body;
-        if body.len() < 9 || word(body, 0) >= PARTITIONS {
-            continue;
-        }
-        let key = (word(body, 0), (body[4], word(body, 5)));
+        let Some((partition, consumer, offset)) = partition_group::parse_offset_body(&entry.body) else { continue };
         match entry.operation {
             operation::STORE_CONSUMER_OFFSET => {
-                last.insert(key, Some(u64::from_le_bytes(body[9..17].try_into().expect("eight bytes"))));
+                last.insert((partition, consumer), offset);
             }
             operation::DELETE_CONSUMER_OFFSET => {
-                last.insert(key, None);
+                last.insert((partition, consumer), None);
             }
             _ => {}
         }

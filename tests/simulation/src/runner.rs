@@ -60,7 +60,7 @@ pub fn swarm(seed: u64) -> Config {
     };
     let replica_count = [1, 3, 5][(seed % 3) as usize];
     let request_ppm = prng.pick(&[50_000, 200_000, 600_000]);
-    Config { seed, replica_count, clients: prng.range(1, 6) as usize, options, faults, request_ppm }
+    Config { seed, replica_count, clients: prng.range(1, 6) as usize, options, faults, request_ppm, forward: false }
 }
 
 /// Faults and workload, then healing, then convergence and the final checks.
@@ -94,6 +94,8 @@ pub fn converge<M: Model>(sim: &mut Sim<M>) {
 pub fn partition_swarm(seed: u64) -> Config {
     let mut config = swarm(seed);
     config.options.primary_offset = (seed / 3 % u64::from(config.replica_count)) as u8;
+    // Half the seeds run as the server's groups do: backups forward requests to the primary.
+    config.forward = seed.is_multiple_of(2);
     config
 }
 

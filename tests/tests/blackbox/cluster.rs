@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use iggy::prelude::ClusterClient;
 use rill_tests::raw::{self, Request};
-use rill_tests::{TestServer, connect_root_no_reconnect, free_port};
+use rill_tests::{TestServer, connect_root_no_reconnect, free_port, free_ports};
 
 const NODES: usize = 3;
 
@@ -26,7 +26,8 @@ fn start_cluster() -> anyhow::Result<Cluster> {
 /// Three nodes, each with the extra environment `extra(replica id)` gives it.
 pub(crate) fn start_cluster_with(extra: &dyn Fn(usize) -> Vec<(&'static str, String)>) -> anyhow::Result<Cluster> {
     let tcp: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
-    let plane: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    // Room above each replica port for two shards' partition groups.
+    let plane: Vec<u16> = (0..NODES).map(|_| free_ports(3)).collect();
     let replicas = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     let clients = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     let env = [

@@ -21,7 +21,7 @@ fn calm(seed: u64, replica_count: u8) -> Config {
         storage_delay_max_ticks: 3,
     };
     let options = Options { checkpoint_interval: 16, pipeline_max: 4, ..Options::default() };
-    Config { seed, replica_count, clients: 1, options, faults, request_ppm: 0 }
+    Config { seed, replica_count, clients: 1, options, faults, request_ppm: 0, forward: false }
 }
 
 /// Submits requests from client 0 one after another until `count` got their replies.

@@ -1,0 +1,84 @@
+//! A partition group's state machine as a shard drives it: the domain's
+//! `PartitionGroupState` (offsets assigned at apply), plus what each committed op assigned,
+//! kept for the shard, which writes the batch into its partition log at that offset.
+
+use std::collections::VecDeque;
+
+use rill_domain::error::ErrorCode;
+use rill_domain::partition_group::PartitionGroupState;
+use rill_domain::vsr::{InvalidSnapshot, StateMachine};
+
+/// Outcomes waiting for the shard; more unread than this means it stopped draining.
+const OUTCOMES_MAX: usize = 1024;
+
+/// What one committed op did: for a send, the partition key and the base offset it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupOutcome {
+    pub op: u64,
+    pub result: Result<Option<(u64, u64)>, ErrorCode>,
+}
+
+#[derive(Debug, Default)]
+pub struct GroupMachine {
+    state: PartitionGroupState,
+    outcomes: VecDeque<GroupOutcome>,
+}
+
+impl GroupMachine {
+    pub fn state(&self) -> &PartitionGroupState {
+        &self.state
+    }
+
+    /// The outcome of `op`, once it is committed (outcomes before it are discarded).
+    pub fn take_outcome(&mut self, op: u64) -> Option<GroupOutcome> {
+        while self.outcomes.front().is_some_and(|front| front.op < op) {
+            self.outcomes.pop_front();
+        }
+        self.outcomes.front().is_some_and(|front| front.op == op).then(|| self.outcomes.pop_front()).flatten()
+    }
+}
+
+impl StateMachine for GroupMachine {
+    fn apply(&mut self, op: u64, _timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
+        let (result, reply) = self.state.apply_with_reply(operation, body);
+        let result = result.map(|appended| appended.map(|a| (a.partition, a.base_offset)));
+        if self.outcomes.len() == OUTCOMES_MAX {
+            self.outcomes.pop_front();
+        }
+        self.outcomes.push_back(GroupOutcome { op, result });
+        reply
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.state.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), InvalidSnapshot> {
+        self.state.restore(snapshot)?;
+        self.outcomes.clear();
+        Ok(())
+    }
+
+    fn digest(&self) -> u64 {
+        self.state.digest()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rill_domain::partition_group;
+    use rill_domain::wire::codes::operation;
+
+    #[test]
+    fn outcomes_carry_the_assigned_offsets_in_commit_order() {
+        let mut machine = GroupMachine::default();
+        machine.apply(1, 5, operation::SEND_MESSAGES, &partition_group::send_body(9, 3, b"abc"));
+        machine.apply(2, 6, operation::SEND_MESSAGES, &partition_group::send_body(9, 2, b"de"));
+        machine.apply(3, 7, operation::SEND_MESSAGES, &partition_group::send_body(9, 0, b""));
+        assert_eq!(machine.take_outcome(2).map(|o| o.result), Some(Ok(Some((9, 3)))), "op 1's outcome is skipped");
+        assert_eq!(machine.take_outcome(3).map(|o| o.result), Some(Err(ErrorCode::InvalidMessagesCount)));
+        assert_eq!(machine.take_outcome(3), None);
+        assert_eq!(machine.state().next_offset(9), Some(5));
+    }
+}

@@ -1,0 +1,437 @@
+//! A shard's partition group (docs/vsr.md, "Partition groups"). With
+//! `[cluster] replicate_partitions`, shard `s` of every node runs a replica of group `s`,
+//! which carries the partitions the Murmur3 rule gives shard `s` (the same on every node
+//! that runs the same shard count). A send to one of them becomes an op of the group and is
+//! answered once it commits; every replica, the primary included, writes each committed send
+//! into its partition log at the offset the group assigned, stamped with the primary's time.
+//! A node whose replica is not the primary forwards the send to the one that is and waits
+//! for its reply. Calls into the replica run under one pump lock, and their effects are
+//! carried out one at a time, in order: a commit is in its partition's journal before the
+//! next effect, and a checkpoint is stored only once every batch it covers is on disk.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::Ordering;
+
+use futures_channel::oneshot;
+use rill_domain::Namespace;
+use rill_domain::batch::BatchHeader;
+use rill_domain::error::ErrorCode;
+use rill_domain::partition_group;
+use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Replica, Status};
+use rill_domain::wire::codes::operation;
+use rill_domain::wire::response;
+
+use super::Shard;
+use super::maintenance::namespace_label;
+use crate::memory_pool::PoolSlice;
+use crate::ports::{Env, ReplicaNetwork, ShardReply};
+use crate::replication::{GroupMachine, JournalError, Membership, Replication, TICK_MS, group_options};
+
+/// Sends of one shard in its group's pipeline at once, each on a lane: a client id of its
+/// own, since the replica admits one request per client at a time.
+const LANES: u8 = 4;
+/// A send not committed within this many ticks (10 s) is answered "not committed": the
+/// client may retry, and the send may still commit, once.
+const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
+/// How long a committed send waits for its partition to open here (5 s): the topic's
+/// creation commits in the metadata log, which this node may apply a little later.
+const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
+
+struct Waiter {
+    request_number: u64,
+    since_tick: u64,
+    reply: oneshot::Sender<Result<u64, ErrorCode>>,
+}
+
+/// A committed send waiting for its partition, with what the group assigned it.
+struct Blocked {
+    entry: Entry,
+    assigned: (u64, u64),
+    since_tick: u64,
+}
+
+/// One shard's replica of its partition group and what drives it.
+pub struct PartitionGroup<E: Env> {
+    replication: Replication<E::Storage, GroupMachine>,
+    network: Box<dyn ReplicaNetwork>,
+    pump: async_lock::Mutex<()>,
+    /// Client ids: random high bits, this node's replica id, then the lane.
+    lanes: RefCell<Vec<u128>>,
+    lane_free: async_lock::Semaphore,
+    waiters: RefCell<BTreeMap<u128, Waiter>>,
+    next_request: Cell<u64>,
+    ticks: Cell<u64>,
+    /// Committed sends whose partition is not open here yet, oldest first: later commits
+    /// wait behind them, so each partition's batches are written in commit order.
+    blocked: RefCell<VecDeque<Blocked>>,
+    /// Partitions written since the last checkpoint.
+    dirty: RefCell<BTreeSet<Namespace>>,
+    /// A journal write failed: the replica is not driven again until a restart.
+    halted: Cell<bool>,
+}
+
+/// Which node a lane's client id belongs to.
+fn lane_node(client_id: u128) -> u8 {
+    (client_id >> 8) as u8
+}
+
+impl<E: Env> PartitionGroup<E> {
+    fn replica(&self) -> std::cell::RefMut<'_, Replica<GroupMachine>> {
+        self.replication.replica.borrow_mut()
+    }
+
+    fn answer(&self, client_id: u128, request_number: u64, result: Result<u64, ErrorCode>) {
+        let mut waiters = self.waiters.borrow_mut();
+        if waiters.get(&client_id).is_some_and(|w| w.request_number == request_number)
+            && let Some(waiter) = waiters.remove(&client_id)
+        {
+            let _ = waiter.reply.send(result);
+        }
+    }
+
+    fn fail_waiters(&self, code: ErrorCode, keep: impl Fn(&Waiter) -> bool) {
+        let mut waiters = self.waiters.borrow_mut();
+        let failed: Vec<u128> = waiters.iter().filter(|(_, w)| !keep(w)).map(|(c, _)| *c).collect();
+        for client_id in failed {
+            if let Some(waiter) = waiters.remove(&client_id) {
+                let _ = waiter.reply.send(Err(code));
+            }
+        }
+    }
+}
+
+/// Gives a lane back however its send ends (answered, timed out, or dropped).
+struct Lane<'a> {
+    lanes: &'a RefCell<Vec<u128>>,
+    client_id: u128,
+    _permit: async_lock::SemaphoreGuard<'a>,
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        self.lanes.borrow_mut().push(self.client_id);
+    }
+}
+
+/// What a send reply's body says: the base offset, or the error its status names (of the
+/// few a group's reply carries).
+fn send_result(reply: &[u8]) -> Result<u64, ErrorCode> {
+    if let Some((_, base_offset)) = partition_group::parse_send_reply(reply) {
+        return Ok(base_offset);
+    }
+    let status = reply.first_chunk::<4>().map(|b| u32::from_le_bytes(*b));
+    let known = [ErrorCode::TransientNotAccepted, ErrorCode::InvalidFormat, ErrorCode::InvalidCommand];
+    Err(known.into_iter().find(|code| Some(code.code()) == status).unwrap_or(ErrorCode::InvalidMessagesCount))
+}
+
+impl<E: Env> Shard<E> {
+    pub(super) fn group(&self) -> Option<&PartitionGroup<E>> {
+        self.group.get()
+    }
+
+    /// Opens this shard's replica of its partition group from `<data>/groups/<shard>/` and
+    /// carries out what opening asks (a restarted replica replays its committed sends into
+    /// the partitions, which must be open already). `seed` must differ per process start.
+    pub async fn open_group(
+        &self,
+        membership: Membership,
+        network: Box<dyn ReplicaNetwork>,
+        seed: u64,
+    ) -> Result<(), JournalError> {
+        let dir = self.data_path().join("groups").join(self.shard_id.to_string());
+        let options = group_options(self.shard_id, membership.replica_count);
+        let (replication, effects) =
+            Replication::open_with(&self.storage, &dir, membership, seed, options, GroupMachine::default()).await?;
+        let base = (rand_high(seed) << 16) | u128::from(membership.replica_id) << 8;
+        let group = PartitionGroup {
+            replication,
+            network,
+            pump: async_lock::Mutex::new(()),
+            lanes: RefCell::new((0..LANES).map(|lane| base | u128::from(lane)).collect()),
+            lane_free: async_lock::Semaphore::new(LANES as usize),
+            waiters: RefCell::new(BTreeMap::new()),
+            next_request: Cell::new(0),
+            ticks: Cell::new(0),
+            blocked: RefCell::new(VecDeque::new()),
+            dirty: RefCell::new(BTreeSet::new()),
+            halted: Cell::new(false),
+        };
+        if self.group.set(group).is_err() {
+            return Ok(());
+        }
+        let group = self.group().expect("just set");
+        let _pump = group.pump.lock().await;
+        self.carry_out_group(group, effects).await;
+        Ok(())
+    }
+
+    /// Calls into the group's replica under the pump lock and carries out what it asks.
+    async fn drive_group(
+        &self,
+        group: &PartitionGroup<E>,
+        call: impl FnOnce(&mut Replica<GroupMachine>, &mut Vec<Effect>),
+    ) {
+        let _pump = group.pump.lock().await;
+        if group.halted.get() {
+            group.fail_waiters(ErrorCode::IoError, |_| false);
+            return;
+        }
+        let mut effects = Vec::new();
+        call(&mut group.replica(), &mut effects);
+        self.carry_out_group(group, effects).await;
+    }
+
+    async fn carry_out_group(&self, group: &PartitionGroup<E>, effects: Vec<Effect>) {
+        let mut queue: VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
+            let mut more = Vec::new();
+            let written = match effect {
+                Effect::Persist { entry } => {
+                    let mut journal = group.replication.journal.lock().await;
+                    journal.append(&entry).await.map(|()| {
+                        group.replica().on_prepare_persisted(entry.op, entry.checksum, &mut more);
+                    })
+                }
+                Effect::PersistView { superblock } => {
+                    let journal = group.replication.journal.lock().await;
+                    journal.write_superblock(&self.storage, &superblock).await.map(|()| {
+                        group.replica().on_view_persisted(superblock.view, &mut more);
+                    })
+                }
+                Effect::Checkpoint { checkpoint } => self.checkpoint_group(group, &checkpoint).await,
+                Effect::Commit { op, entry } => {
+                    self.on_group_commit(group, op, entry).await;
+                    Ok(())
+                }
+                Effect::Send { to, message } => {
+                    group.network.send(to, message);
+                    Ok(())
+                }
+                // This node's own sends are answered by their commit, which follows at once,
+                // once the batch is in its partition (so a poll right after sees it).
+                Effect::Reply { client_id, request_number, reply } => {
+                    if lane_node(client_id) != group.replication.membership.replica_id {
+                        group.network.send(lane_node(client_id), Message::Reply { client_id, request_number, reply });
+                    }
+                    Ok(())
+                }
+                Effect::NotPrimary { client_id, request_number, .. } => {
+                    let refused = Err(ErrorCode::TransientNotAccepted);
+                    match lane_node(client_id) == group.replication.membership.replica_id {
+                        true => group.answer(client_id, request_number, refused),
+                        // Forwarded here in an old view: the sender hears at once, not at its timeout.
+                        false => {
+                            let reply = ErrorCode::TransientNotAccepted.code().to_le_bytes().to_vec();
+                            group
+                                .network
+                                .send(lane_node(client_id), Message::Reply { client_id, request_number, reply })
+                        }
+                    }
+                    Ok(())
+                }
+            };
+            if let Err(error) = written {
+                tracing::error!(%error, group = self.shard_id, "cannot write the partition group's journal: its sends are refused until a restart");
+                group.halted.set(true);
+                group.fail_waiters(ErrorCode::IoError, |_| false);
+                return;
+            }
+            queue.extend(more);
+        }
+    }
+
+    /// Stores a checkpoint once the partitions hold every batch it covers on disk (the
+    /// journal entries it covers are dropped with it). Until then the journal keeps them,
+    /// and the next checkpoint tries again.
+    async fn checkpoint_group(&self, group: &PartitionGroup<E>, checkpoint: &Checkpoint) -> std::io::Result<()> {
+        if !group.blocked.borrow().is_empty() {
+            return Ok(());
+        }
+        let dirty: Vec<Namespace> = group.dirty.borrow().iter().copied().collect();
+        for namespace in dirty {
+            let Ok(partition) = self.owned(namespace) else { continue };
+            let mut log = partition.log.lock().await;
+            if let Err(error) = log.flush(&self.storage, true).await {
+                tracing::warn!(%error, partition = %namespace_label(namespace), "a group checkpoint waits: the partition cannot be flushed");
+                partition.refresh(&log);
+                return Ok(());
+            }
+            partition.refresh(&log);
+            group.dirty.borrow_mut().remove(&namespace);
+        }
+        group.replication.journal.lock().await.write_checkpoint(&self.storage, checkpoint).await
+    }
+
+    /// One committed op: a send is written into its partition (or waits for it to open);
+    /// a forwarded send's node learns its outcome here if the primary's reply was lost.
+    async fn on_group_commit(&self, group: &PartitionGroup<E>, op: u64, entry: Entry) {
+        let outcome = group.replica().state_machine_mut().take_outcome(op);
+        let result = outcome.map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
+        if let Ok(Some((partition, base_offset))) = result
+            && entry.operation == operation::SEND_MESSAGES
+        {
+            let assigned = (partition, base_offset);
+            let waiting = !group.blocked.borrow().is_empty();
+            if waiting || !self.apply_send(group, &entry, assigned).await {
+                let since_tick = group.ticks.get();
+                group.blocked.borrow_mut().push_back(Blocked { entry: entry.clone(), assigned, since_tick });
+            }
+        }
+        let answer = result.and_then(|sent| sent.map(|(_, base)| base).ok_or(ErrorCode::InvalidMessagesCount));
+        group.answer(entry.client_id, entry.request_number, answer);
+    }
+
+    /// Writes one committed send into its partition; false while the partition is not open
+    /// here yet.
+    async fn apply_send(&self, group: &PartitionGroup<E>, entry: &Entry, (key, base_offset): (u64, u64)) -> bool {
+        let Some((_, _, batch)) = partition_group::parse_send(&entry.body) else { return true };
+        let Some(namespace) = Namespace::from_packed(key) else { return true };
+        if namespace.shard(self.shared.shard_count) != self.shard_id {
+            tracing::error!(partition = %namespace_label(namespace), group = self.shard_id, "a partition group carries a partition another shard owns here: every node must run the same shard count");
+            return true;
+        }
+        let Ok(partition) = self.owned(namespace) else { return false };
+        let mut log = partition.log.lock().await;
+        if partition.closed.get() {
+            return true;
+        }
+        let stored = match self.seal(PoolSlice::plain(batch.to_vec())) {
+            Ok(stored) => stored,
+            Err(code) => {
+                tracing::error!(%code, partition = %namespace_label(namespace), "cannot seal a committed batch");
+                return true;
+            }
+        };
+        let was_read_only = log.write_failure().is_some();
+        let result = log.append_replicated(&self.storage, stored, base_offset, entry.timestamp).await;
+        self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
+        match result {
+            Ok(Some(appended)) => {
+                partition.stats.appended_messages.fetch_add(u64::from(appended.stored), Ordering::Relaxed);
+                partition.stats.appended_bytes.fetch_add(appended.bytes, Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(error) if log.next_offset() < base_offset => {
+                tracing::error!(%error, partition = %namespace_label(namespace), "a committed batch cannot be stored on this node");
+            }
+            // Journaled, not yet written: the retry writes it.
+            Err(_) => {}
+        }
+        partition.refresh(&log);
+        group.dirty.borrow_mut().insert(namespace);
+        true
+    }
+
+    /// Writes the sends that waited for their partitions, in commit order; one that waited
+    /// too long is given up on this node (logged: its partition is gone or never opened).
+    async fn retry_blocked(&self, group: &PartitionGroup<E>) {
+        loop {
+            let Some((entry, assigned, since_tick)) =
+                group.blocked.borrow().front().map(|b| (b.entry.clone(), b.assigned, b.since_tick))
+            else {
+                return;
+            };
+            if !self.apply_send(group, &entry, assigned).await {
+                if group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
+                    return;
+                }
+                tracing::error!(
+                    op = entry.op,
+                    partition = assigned.0,
+                    "a committed send's partition never opened on this node; skipping it here"
+                );
+            }
+            group.blocked.borrow_mut().pop_front();
+        }
+    }
+
+    /// A message from a peer's replica of this shard's group.
+    pub async fn on_group_message(&self, message: Message) {
+        let Some(group) = self.group() else { return };
+        if let Message::Reply { client_id, request_number, reply } = &message {
+            group.answer(*client_id, *request_number, send_result(reply));
+            return;
+        }
+        let now = self.now_us();
+        self.drive_group(group, |replica, effects| replica.on_message(now, message, effects)).await;
+    }
+
+    /// One tick of the group's replica (every `TICK_MS`); also retries blocked sends and
+    /// expires sends that waited too long for a quorum.
+    pub async fn group_tick(&self) {
+        let Some(group) = self.group() else { return };
+        let tick = group.ticks.get() + 1;
+        group.ticks.set(tick);
+        {
+            let _pump = group.pump.lock().await;
+            self.retry_blocked(group).await;
+        }
+        let now = self.now_us();
+        self.drive_group(group, |replica, effects| replica.tick(now, effects)).await;
+        group.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
+    }
+
+    /// A validated send to a partition this shard owns, through its group: submitted here
+    /// when this replica is the primary, forwarded to the primary otherwise; answered with
+    /// the offset the group assigned once it commits.
+    pub(super) async fn replicate_send(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        batch: PoolSlice,
+        stream_id: u32,
+        topic_id: u32,
+    ) -> ShardReply {
+        if group.halted.get() {
+            return Err(ErrorCode::IoError);
+        }
+        if partition_group::SEND_PREFIX + batch.len() > ENTRY_BODY_MAX {
+            return Err(ErrorCode::TooBigMessagePayload);
+        }
+        let count = BatchHeader::read(&batch).message_count;
+        let body = partition_group::send_body(namespace.packed(), count, &batch);
+        drop(batch);
+        let permit = group.lane_free.acquire().await;
+        let client_id = group.lanes.borrow_mut().pop().expect("a permit stands for a free lane");
+        let _lane = Lane { lanes: &group.lanes, client_id, _permit: permit };
+        let request_number = group.next_request.get() + 1;
+        group.next_request.set(request_number);
+        let (reply, answer) = oneshot::channel();
+        group.waiters.borrow_mut().insert(client_id, Waiter { request_number, since_tick: group.ticks.get(), reply });
+        let (primary, normal) = {
+            let replica = group.replication.replica.borrow();
+            (replica.primary_index(replica.view()), replica.status() == Status::Normal)
+        };
+        if !normal {
+            group.answer(client_id, request_number, Err(ErrorCode::TransientNotAccepted));
+        } else if primary == group.replication.membership.replica_id {
+            let now = self.now_us();
+            self.drive_group(group, |replica, effects| {
+                replica.on_request(now, client_id, request_number, operation::SEND_MESSAGES, body, effects)
+            })
+            .await;
+        } else {
+            let forwarded = Message::Request { client_id, request_number, operation: operation::SEND_MESSAGES, body };
+            group.network.send(primary, forwarded);
+        }
+        let base_offset = answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))?;
+        let mut out = Vec::new();
+        response::send_confirmation(&mut out, stream_id, topic_id, namespace.partition_id(), base_offset);
+        Ok(out)
+    }
+
+    /// The group's view and primary, and whether it runs normally (none without a group).
+    pub fn group_role(&self) -> Option<(u32, u8, bool)> {
+        let replica = self.group()?.replication.replica.borrow();
+        Some((replica.view(), replica.primary_index(replica.view()), replica.status() == Status::Normal))
+    }
+}
+
+/// The random high bits of this process's lane ids, from its seed.
+fn rand_high(seed: u64) -> u128 {
+    u128::from(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1) << 32 | u128::from(seed >> 32)
+}
+
+/// A field for `Shard`: set once the group is open.
+pub(super) type GroupCell<E> = OnceCell<PartitionGroup<E>>;

@@ -1,0 +1,185 @@
+//! Partitions replicated through partition groups (`[cluster] replicate_partitions`): three
+//! nodes of two shards each, so group 0 starts with its primary on node 0 (which also leads
+//! the metadata, so the stock client talks to it) and group 1 on node 1, whose sends node 0
+//! forwards. Every acknowledged message is readable, at one offset, and after kill -9 of
+//! group 1's primary the sends go on through the next primary without an offset assigned
+//! twice; the killed node restarts and catches up, and in the end every node's partition
+//! logs are byte-identical.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use iggy::prelude::*;
+use rill_tests::{connect_root, create_stream_and_topic, id, message, poll_all};
+
+use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with, streams_on};
+
+const TIMEOUT: Duration = Duration::from_secs(40);
+const PARTITIONS: u32 = 4;
+const SHARDS: u16 = 2;
+
+fn start() -> anyhow::Result<Cluster> {
+    start_cluster_with(&|_| {
+        vec![
+            ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true".to_owned()),
+            ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string()),
+        ]
+    })
+}
+
+/// Sends one batch of `count` messages to `partition`, ids `first..`; true when acknowledged.
+async fn send(client: &IggyClient, topic: (u32, u32), partition: u32, first: u128, count: u32) -> bool {
+    let mut batch: Vec<IggyMessage> = (0..u128::from(count))
+        .map(|i| message(first + i, format!("p{partition}-m{}", first + i).into_bytes(), None))
+        .collect();
+    client.send_messages(&id(topic.0), &id(topic.1), &Partitioning::partition_id(partition), &mut batch).await.is_ok()
+}
+
+/// One send to every partition, each retried until acknowledged (a send that timed out may
+/// still have committed: its ids may then show up twice); records the acknowledged ids.
+async fn send_round(
+    client: &IggyClient,
+    topic: (u32, u32),
+    what: &str,
+    next_id: &mut u128,
+    acknowledged: &mut BTreeMap<u32, Vec<u128>>,
+) -> anyhow::Result<()> {
+    for partition in 0..PARTITIONS {
+        let first = *next_id;
+        *next_id += 10;
+        eventually(TIMEOUT, &format!("{what}, partition {partition}"), || async {
+            anyhow::ensure!(send(client, topic, partition, first, 10).await, "refused");
+            Ok(())
+        })
+        .await?;
+        acknowledged.entry(partition).or_default().extend(first..first + 10);
+    }
+    Ok(())
+}
+
+/// Every partition holds each acknowledged id, offsets run 0.. without a gap, and every
+/// payload is the one sent with its id.
+async fn check_partitions(
+    client: &IggyClient,
+    topic: (u32, u32),
+    acknowledged: &BTreeMap<u32, Vec<u128>>,
+) -> anyhow::Result<()> {
+    for (partition, ids) in acknowledged {
+        let got = poll_all(client, &id(topic.0), &id(topic.1), *partition).await?;
+        for (index, polled) in got.iter().enumerate() {
+            anyhow::ensure!(
+                polled.header.offset == index as u64,
+                "partition {partition}: offset {} at {index}",
+                polled.header.offset
+            );
+            let expected = format!("p{partition}-m{}", polled.header.id);
+            anyhow::ensure!(
+                polled.payload.as_ref() == expected.as_bytes(),
+                "partition {partition}: payload of {}",
+                polled.header.id
+            );
+        }
+        let present: std::collections::BTreeSet<u128> = got.iter().map(|m| m.header.id).collect();
+        let missing: Vec<&u128> = ids.iter().filter(|id| !present.contains(id)).collect();
+        anyhow::ensure!(missing.is_empty(), "partition {partition} lacks acknowledged ids {missing:?}");
+    }
+    Ok(())
+}
+
+/// The messages a node's own view counts in the stream `name` (GET_STREAMS, raw frames).
+fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
+    let body = streams_on(address)?;
+    let mut at = 0;
+    while at + 33 <= body.len() {
+        let len = body[at + 32] as usize;
+        if &body[at + 33..at + 33 + len] == name.as_bytes() {
+            return Ok(rill_tests::raw::u64_at(&body, at + 24));
+        }
+        at += 33 + len + 4 + rill_tests::raw::u32_at(&body, at + 33 + len) as usize;
+    }
+    anyhow::bail!("{address} has no stream {name}")
+}
+
+/// Every partition segment file under a node's data directory, by its path below it.
+fn partition_logs(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    rill_tests::files_under(&data.join("streams"))
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "log"))
+        .map(|path| {
+            (
+                path.strip_prefix(data).expect("below the data directory").to_path_buf(),
+                std::fs::read(&path).expect("readable"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() -> anyhow::Result<()> {
+    let mut cluster = start()?;
+    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
+    let client = connect_root(&cluster.addresses[0]).await?;
+    let topic = create_stream_and_topic(&client, "replicated", "events", PARTITIONS).await?;
+
+    let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
+    let mut next_id = 1u128;
+    for round in 0..5 {
+        send_round(&client, topic, &format!("send round {round}"), &mut next_id, &mut acknowledged).await?;
+    }
+    eventually(TIMEOUT, "node 0 holds every acknowledged message", || check_partitions(&client, topic, &acknowledged))
+        .await?;
+    // Both groups took sends: each journal holds prepares (the partitions spread over both
+    // shards), so group 1's were forwarded by node 0 to node 1.
+    for group in 0..SHARDS {
+        let journal = cluster.nodes[0].data_dir().join("groups").join(group.to_string()).join("journal.wal");
+        let len = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "group {group}'s journal {} is empty", journal.display());
+    }
+
+    // Group 1's primary goes; node 0 keeps the metadata and forwards to the next primary.
+    cluster.nodes[1].kill9()?;
+    for round in 0..2 {
+        let what = format!("send round {round} after the kill");
+        send_round(&client, topic, &what, &mut next_id, &mut acknowledged).await?;
+    }
+    eventually(TIMEOUT, "the survivors serve every acknowledged message", || {
+        check_partitions(&client, topic, &acknowledged)
+    })
+    .await?;
+
+    cluster.nodes[1].restart()?;
+    send_round(&client, topic, "send once node 1 is back", &mut next_id, &mut acknowledged).await?;
+    // A forwarded send is acknowledged once it commits; node 0 applies it within a heartbeat.
+    eventually(TIMEOUT, "every acknowledged message, node 1 back", || check_partitions(&client, topic, &acknowledged))
+        .await?;
+    // Node 1 catches up through repair (its own view, read with raw frames); then every
+    // node stops gracefully (flushing) and the partition logs are compared whole.
+    let total: u64 = acknowledged.values().map(|ids| ids.len() as u64).sum();
+    eventually(TIMEOUT, "every node holds as many messages as node 0", || async {
+        let counts: Vec<u64> =
+            cluster.addresses.iter().map(|a| messages_on(a, "replicated")).collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(counts.iter().all(|&c| c == counts[0]) && counts[0] >= total, "messages per node {counts:?}");
+        Ok(())
+    })
+    .await?;
+    drop(client);
+    for node in &mut cluster.nodes {
+        node.stop_graceful()?;
+    }
+    let logs: Vec<BTreeMap<PathBuf, Vec<u8>>> = cluster.nodes.iter().map(|n| partition_logs(&n.data_dir())).collect();
+    assert_eq!(logs[0].len(), PARTITIONS as usize, "one segment per partition: {:?}", logs[0].keys());
+    for (node, node_logs) in logs.iter().enumerate().skip(1) {
+        assert_eq!(node_logs.keys().collect::<Vec<_>>(), logs[0].keys().collect::<Vec<_>>(), "node {node}'s segments");
+        for (path, bytes) in node_logs {
+            assert!(
+                bytes == &logs[0][path],
+                "node {node}'s {} differs from node 0's ({} / {} bytes)",
+                path.display(),
+                bytes.len(),
+                logs[0][path].len()
+            );
+        }
+    }
+    Ok(())
+}
