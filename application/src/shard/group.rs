@@ -11,6 +11,7 @@
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use futures_channel::oneshot;
@@ -22,9 +23,10 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
-use super::Shard;
 use super::maintenance::namespace_label;
+use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
+use crate::partition::ConsumerKey;
 use crate::ports::{Env, ReplicaNetwork, ShardReply};
 use crate::replication::{GroupMachine, JournalError, Membership, Replication, TICK_MS, group_options};
 
@@ -41,13 +43,14 @@ const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
 struct Waiter {
     request_number: u64,
     since_tick: u64,
-    reply: oneshot::Sender<Result<u64, ErrorCode>>,
+    /// The base offset of a send, nothing for an offset store or delete.
+    reply: oneshot::Sender<Result<Option<u64>, ErrorCode>>,
 }
 
-/// A committed send waiting for its partition, with what the group assigned it.
+/// A committed op waiting for its partition, with what the group assigned a send.
 struct Blocked {
     entry: Entry,
-    assigned: (u64, u64),
+    assigned: Option<(u64, u64)>,
     since_tick: u64,
 }
 
@@ -81,7 +84,7 @@ impl<E: Env> PartitionGroup<E> {
         self.replication.replica.borrow_mut()
     }
 
-    fn answer(&self, client_id: u128, request_number: u64, result: Result<u64, ErrorCode>) {
+    fn answer(&self, client_id: u128, request_number: u64, result: Result<Option<u64>, ErrorCode>) {
         let mut waiters = self.waiters.borrow_mut();
         if waiters.get(&client_id).is_some_and(|w| w.request_number == request_number)
             && let Some(waiter) = waiters.remove(&client_id)
@@ -101,6 +104,15 @@ impl<E: Env> PartitionGroup<E> {
     }
 }
 
+/// Where a group op's partition is on this node.
+enum Target<S: crate::ports::Storage> {
+    Open(Namespace, Rc<Partition<S>>),
+    /// Not open yet: its creation may still be on its way through the metadata log.
+    NotOpen,
+    /// Never here: a malformed key, or a partition another shard owns.
+    Nowhere,
+}
+
 /// Gives a lane back however its send ends (answered, timed out, or dropped).
 struct Lane<'a> {
     lanes: &'a RefCell<Vec<u128>>,
@@ -114,15 +126,31 @@ impl Drop for Lane<'_> {
     }
 }
 
-/// What a send reply's body says: the base offset, or the error its status names (of the
-/// few a group's reply carries).
-fn send_result(reply: &[u8]) -> Result<u64, ErrorCode> {
+/// What a group reply says: a send's base offset, nothing for another op that succeeded, or
+/// the error its status names (of the few a group's reply carries).
+fn reply_result(reply: &[u8]) -> Result<Option<u64>, ErrorCode> {
     if let Some((_, base_offset)) = partition_group::parse_send_reply(reply) {
-        return Ok(base_offset);
+        return Ok(Some(base_offset));
     }
     let status = reply.first_chunk::<4>().map(|b| u32::from_le_bytes(*b));
-    let known = [ErrorCode::TransientNotAccepted, ErrorCode::InvalidFormat, ErrorCode::InvalidCommand];
+    if status == Some(0) {
+        return Ok(None);
+    }
+    let known = [
+        ErrorCode::TransientNotAccepted,
+        ErrorCode::InvalidFormat,
+        ErrorCode::InvalidCommand,
+        ErrorCode::ConsumerOffsetNotFound,
+    ];
     Err(known.into_iter().find(|code| Some(code.code()) == status).unwrap_or(ErrorCode::InvalidMessagesCount))
+}
+
+/// A consumer key as the group's ops name it: kind 1 a consumer, 2 a consumer group.
+fn consumer_kind(key: ConsumerKey) -> (u8, u32) {
+    match key {
+        ConsumerKey::Consumer(id) => (1, id),
+        ConsumerKey::Group(id) => (2, id),
+    }
 }
 
 impl<E: Env> Shard<E> {
@@ -263,35 +291,80 @@ impl<E: Env> Shard<E> {
         group.replication.journal.lock().await.write_checkpoint(&self.storage, checkpoint).await
     }
 
-    /// One committed op: a send is written into its partition (or waits for it to open);
-    /// a forwarded send's node learns its outcome here if the primary's reply was lost.
+    /// One committed op: a send or an offset change is made in its partition (or waits for
+    /// it to open); a forwarded op's node learns its outcome here if the primary's reply
+    /// was lost.
     async fn on_group_commit(&self, group: &PartitionGroup<E>, op: u64, entry: Entry) {
         let outcome = group.replica().state_machine_mut().take_outcome(op);
         let result = outcome.map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
-        if let Ok(Some((partition, base_offset))) = result
-            && entry.operation == operation::SEND_MESSAGES
-        {
-            let assigned = (partition, base_offset);
+        if let Ok(assigned) = result {
             let waiting = !group.blocked.borrow().is_empty();
-            if waiting || !self.apply_send(group, &entry, assigned).await {
+            if waiting || !self.apply_committed(group, &entry, assigned).await {
                 let since_tick = group.ticks.get();
                 group.blocked.borrow_mut().push_back(Blocked { entry: entry.clone(), assigned, since_tick });
             }
         }
-        let answer = result.and_then(|sent| sent.map(|(_, base)| base).ok_or(ErrorCode::InvalidMessagesCount));
-        group.answer(entry.client_id, entry.request_number, answer);
+        group.answer(entry.client_id, entry.request_number, result.map(|a| a.map(|(_, base)| base)));
+    }
+
+    /// Makes one committed op in its partition; false while the partition is not open here.
+    async fn apply_committed(&self, group: &PartitionGroup<E>, entry: &Entry, assigned: Option<(u64, u64)>) -> bool {
+        match (entry.operation, assigned) {
+            (operation::SEND_MESSAGES, Some(assigned)) => self.apply_send(group, entry, assigned).await,
+            (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => self.apply_offset(entry).await,
+            _ => true,
+        }
+    }
+
+    /// Where the partition a group op names is on this node.
+    fn group_partition(&self, key: u64) -> Target<E::Storage> {
+        let Some(namespace) = Namespace::from_packed(key) else { return Target::Nowhere };
+        if namespace.shard(self.shared.shard_count) != self.shard_id {
+            tracing::error!(partition = %namespace_label(namespace), group = self.shard_id, "a partition group carries a partition another shard owns here: every node must run the same shard count");
+            return Target::Nowhere;
+        }
+        match self.owned(namespace) {
+            Ok(partition) => Target::Open(namespace, partition),
+            Err(_) => Target::NotOpen,
+        }
+    }
+
+    /// Stores or deletes a committed consumer offset.
+    async fn apply_offset(&self, entry: &Entry) -> bool {
+        let Some((key, (kind, id), offset)) = partition_group::parse_offset_body(&entry.body) else { return true };
+        let (namespace, partition) = match self.group_partition(key) {
+            Target::Open(namespace, partition) => (namespace, partition),
+            Target::NotOpen => return false,
+            Target::Nowhere => return true,
+        };
+        let consumer = if kind == 2 { ConsumerKey::Group(id) } else { ConsumerKey::Consumer(id) };
+        let mut log = partition.log.lock().await;
+        if partition.closed.get() {
+            return true;
+        }
+        let result = match (entry.operation, offset) {
+            (operation::STORE_CONSUMER_OFFSET, Some(offset)) => {
+                let fsync = log.settings.consumer_offset_fsync;
+                log.offsets.store(&self.storage, consumer, offset, fsync).await
+            }
+            _ => log.offsets.delete(&self.storage, consumer).await.map(drop),
+        };
+        if let Err(error) = result {
+            tracing::error!(%error, partition = %namespace_label(namespace), "a committed consumer offset cannot be stored on this node");
+        }
+        partition.publish_offsets(&log);
+        true
     }
 
     /// Writes one committed send into its partition; false while the partition is not open
     /// here yet.
     async fn apply_send(&self, group: &PartitionGroup<E>, entry: &Entry, (key, base_offset): (u64, u64)) -> bool {
         let Some((_, _, batch)) = partition_group::parse_send(&entry.body) else { return true };
-        let Some(namespace) = Namespace::from_packed(key) else { return true };
-        if namespace.shard(self.shared.shard_count) != self.shard_id {
-            tracing::error!(partition = %namespace_label(namespace), group = self.shard_id, "a partition group carries a partition another shard owns here: every node must run the same shard count");
-            return true;
-        }
-        let Ok(partition) = self.owned(namespace) else { return false };
+        let (namespace, partition) = match self.group_partition(key) {
+            Target::Open(namespace, partition) => (namespace, partition),
+            Target::NotOpen => return false,
+            Target::Nowhere => return true,
+        };
         let mut log = partition.log.lock().await;
         if partition.closed.get() {
             return true;
@@ -332,13 +405,13 @@ impl<E: Env> Shard<E> {
             else {
                 return;
             };
-            if !self.apply_send(group, &entry, assigned).await {
+            if !self.apply_committed(group, &entry, assigned).await {
                 if group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
                     return;
                 }
                 tracing::error!(
                     op = entry.op,
-                    partition = assigned.0,
+                    operation = entry.operation,
                     "a committed send's partition never opened on this node; skipping it here"
                 );
             }
@@ -350,7 +423,7 @@ impl<E: Env> Shard<E> {
     pub async fn on_group_message(&self, message: Message) {
         let Some(group) = self.group() else { return };
         if let Message::Reply { client_id, request_number, reply } = &message {
-            group.answer(*client_id, *request_number, send_result(reply));
+            group.answer(*client_id, *request_number, reply_result(reply));
             return;
         }
         let now = self.now_us();
@@ -372,8 +445,7 @@ impl<E: Env> Shard<E> {
         group.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
     }
 
-    /// A validated send to a partition this shard owns, through its group: submitted here
-    /// when this replica is the primary, forwarded to the primary otherwise; answered with
+    /// A validated send to a partition this shard owns, through its group; answered with
     /// the offset the group assigned once it commits.
     pub(super) async fn replicate_send(
         &self,
@@ -383,15 +455,47 @@ impl<E: Env> Shard<E> {
         stream_id: u32,
         topic_id: u32,
     ) -> ShardReply {
-        if group.halted.get() {
-            return Err(ErrorCode::IoError);
-        }
         if partition_group::SEND_PREFIX + batch.len() > ENTRY_BODY_MAX {
             return Err(ErrorCode::TooBigMessagePayload);
         }
         let count = BatchHeader::read(&batch).message_count;
         let body = partition_group::send_body(namespace.packed(), count, &batch);
         drop(batch);
+        let base_offset = self.submit(group, operation::SEND_MESSAGES, body).await?;
+        let base_offset = base_offset.ok_or(ErrorCode::InvalidMessagesCount)?;
+        let mut out = Vec::new();
+        response::send_confirmation(&mut out, stream_id, topic_id, namespace.partition_id(), base_offset);
+        Ok(out)
+    }
+
+    /// A consumer offset store (`Some`) or delete through the group, answered once it commits.
+    pub(super) async fn replicate_offset(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        key: ConsumerKey,
+        offset: Option<u64>,
+    ) -> ShardReply {
+        let (operation, body) = match offset {
+            Some(offset) => (
+                operation::STORE_CONSUMER_OFFSET,
+                partition_group::store_offset_body(namespace.packed(), consumer_kind(key), offset),
+            ),
+            None => (
+                operation::DELETE_CONSUMER_OFFSET,
+                partition_group::delete_offset_body(namespace.packed(), consumer_kind(key)),
+            ),
+        };
+        self.submit(group, operation, body).await?;
+        Ok(0u32.to_le_bytes().to_vec())
+    }
+
+    /// Submits one op: here when this replica is the primary, forwarded to the primary
+    /// otherwise; waits until it commits (or times out).
+    async fn submit(&self, group: &PartitionGroup<E>, operation: u8, body: Vec<u8>) -> Result<Option<u64>, ErrorCode> {
+        if group.halted.get() {
+            return Err(ErrorCode::IoError);
+        }
         let permit = group.lane_free.acquire().await;
         let client_id = group.lanes.borrow_mut().pop().expect("a permit stands for a free lane");
         let _lane = Lane { lanes: &group.lanes, client_id, _permit: permit };
@@ -408,17 +512,13 @@ impl<E: Env> Shard<E> {
         } else if primary == group.replication.membership.replica_id {
             let now = self.now_us();
             self.drive_group(group, |replica, effects| {
-                replica.on_request(now, client_id, request_number, operation::SEND_MESSAGES, body, effects)
+                replica.on_request(now, client_id, request_number, operation, body, effects)
             })
             .await;
         } else {
-            let forwarded = Message::Request { client_id, request_number, operation: operation::SEND_MESSAGES, body };
-            group.network.send(primary, forwarded);
+            group.network.send(primary, Message::Request { client_id, request_number, operation, body });
         }
-        let base_offset = answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))?;
-        let mut out = Vec::new();
-        response::send_confirmation(&mut out, stream_id, topic_id, namespace.partition_id(), base_offset);
-        Ok(out)
+        answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))
     }
 
     /// The group's view and primary, and whether it runs normally (none without a group).

@@ -132,6 +132,14 @@ impl<E: Env> Shard<E> {
                 self.refuse_below_floor()?;
                 return self.replicate_send(group, namespace, batch, stream_id, topic_id).await.map(Reply::Body);
             }
+            PartitionOp::StoreOffset { key, offset } if let Some(group) = self.group() => {
+                self.owned(namespace)?;
+                return self.replicate_offset(group, namespace, key, Some(offset)).await.map(Reply::Body);
+            }
+            PartitionOp::DeleteOffset { key } if let Some(group) = self.group() => {
+                self.owned(namespace)?;
+                return self.replicate_offset(group, namespace, key, None).await.map(Reply::Body);
+            }
             op => op,
         };
         let partition = self.owned(namespace)?;
@@ -255,6 +263,7 @@ impl<E: Env> Shard<E> {
                 Polled { frame: frame.whole(), messages: 0, damaged: None }
             }
         };
+        let mut replicated_commit = None;
         if polled.damaged.is_some() || (auto_commit && polled.messages > 0) {
             let mut log = partition.log.lock().await;
             if let Some(damaged) = &polled.damaged {
@@ -266,12 +275,21 @@ impl<E: Env> Shard<E> {
                 }
             }
             if auto_commit && polled.messages > 0 {
-                let fsync = log.settings.consumer_offset_fsync;
                 let last = start.unwrap_or(0).max(log.first_offset()) + polled.messages as u64 - 1;
-                let stored = log.offsets.store(&self.storage, key, last, fsync).await;
-                partition.publish_offsets(&log);
-                stored.map_err(io_failure("auto-commit"))?;
+                match self.group() {
+                    // Replicated like any store, after the lock: the commit takes it again.
+                    Some(_) => replicated_commit = Some(last),
+                    None => {
+                        let fsync = log.settings.consumer_offset_fsync;
+                        let stored = log.offsets.store(&self.storage, key, last, fsync).await;
+                        partition.publish_offsets(&log);
+                        stored.map_err(io_failure("auto-commit"))?;
+                    }
+                }
             }
+        }
+        if let (Some(last), Some(group)) = (replicated_commit, self.group()) {
+            self.replicate_offset(group, namespace, key, Some(last)).await?;
         }
         let Polled { mut frame, messages, .. } = polled;
         if let Some(encryptor) = &self.encryptor {

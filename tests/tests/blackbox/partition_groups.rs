@@ -3,8 +3,9 @@
 //! the metadata, so the stock client talks to it) and group 1 on node 1, whose sends node 0
 //! forwards. Every acknowledged message is readable, at one offset, and after kill -9 of
 //! group 1's primary the sends go on through the next primary without an offset assigned
-//! twice; the killed node restarts and catches up, and in the end every node's partition
-//! logs are byte-identical.
+//! twice, and stored consumer offsets survive it; the killed node restarts and catches up,
+//! and in the end every node's partition files (segments, indexes, offsets) are
+//! byte-identical.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -101,11 +102,11 @@ fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
     anyhow::bail!("{address} has no stream {name}")
 }
 
-/// Every partition segment file under a node's data directory, by its path below it.
-fn partition_logs(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file of the partitions under a node's data directory (segments, indexes, stored
+/// consumer offsets), by its path below it.
+fn partition_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     rill_tests::files_under(&data.join("streams"))
         .into_iter()
-        .filter(|path| path.extension().is_some_and(|e| e == "log"))
         .map(|path| {
             (
                 path.strip_prefix(data).expect("below the data directory").to_path_buf(),
@@ -137,6 +138,13 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
         assert!(len > 0, "group {group}'s journal {} is empty", journal.display());
     }
 
+    // Consumer offsets go through the groups too.
+    let reader = Consumer::new(id(7));
+    for partition in 0..PARTITIONS {
+        let offset = u64::from(10 + partition);
+        client.store_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(partition), offset).await?;
+    }
+
     // Group 1's primary goes; node 0 keeps the metadata and forwards to the next primary.
     cluster.nodes[1].kill9()?;
     for round in 0..2 {
@@ -148,11 +156,30 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
     })
     .await?;
 
+    for partition in 0..PARTITIONS {
+        let stored = client.get_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(partition)).await?;
+        let stored = stored.map(|info| info.stored_offset);
+        assert_eq!(stored, Some(u64::from(10 + partition)), "partition {partition}'s offset after the failover");
+        let offset = u64::from(20 + partition);
+        let what = format!("an offset store after the failover, partition {partition}");
+        eventually(TIMEOUT, &what, || async {
+            Ok(client.store_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(partition), offset).await?)
+        })
+        .await?;
+    }
+
     cluster.nodes[1].restart()?;
     send_round(&client, topic, "send once node 1 is back", &mut next_id, &mut acknowledged).await?;
     // A forwarded send is acknowledged once it commits; node 0 applies it within a heartbeat.
     eventually(TIMEOUT, "every acknowledged message, node 1 back", || check_partitions(&client, topic, &acknowledged))
         .await?;
+    // An auto-commit poll's store goes through the group as well.
+    let auto = Consumer::new(id(8));
+    let polled =
+        client.poll_messages(&id(topic.0), &id(topic.1), Some(0), &auto, &PollingStrategy::offset(0), 5, true).await?;
+    assert_eq!(polled.messages.len(), 5);
+    let stored = client.get_consumer_offset(&auto, &id(topic.0), &id(topic.1), Some(0)).await?;
+    assert_eq!(stored.map(|info| info.stored_offset), Some(4), "the auto-commit stored the last offset polled");
     // Node 1 catches up through repair (its own view, read with raw frames); then every
     // node stops gracefully (flushing) and the partition logs are compared whole.
     let total: u64 = acknowledged.values().map(|ids| ids.len() as u64).sum();
@@ -167,8 +194,11 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
     for node in &mut cluster.nodes {
         node.stop_graceful()?;
     }
-    let logs: Vec<BTreeMap<PathBuf, Vec<u8>>> = cluster.nodes.iter().map(|n| partition_logs(&n.data_dir())).collect();
-    assert_eq!(logs[0].len(), PARTITIONS as usize, "one segment per partition: {:?}", logs[0].keys());
+    let logs: Vec<BTreeMap<PathBuf, Vec<u8>>> = cluster.nodes.iter().map(|n| partition_files(&n.data_dir())).collect();
+    let segments = logs[0].keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
+    assert_eq!(segments, PARTITIONS as usize, "one segment per partition: {:?}", logs[0].keys());
+    let offsets = logs[0].keys().filter(|path| path.components().any(|c| c.as_os_str() == "consumers")).count();
+    assert_eq!(offsets, PARTITIONS as usize + 1, "an offset per partition and the auto-commit: {:?}", logs[0].keys());
     for (node, node_logs) in logs.iter().enumerate().skip(1) {
         assert_eq!(node_logs.keys().collect::<Vec<_>>(), logs[0].keys().collect::<Vec<_>>(), "node {node}'s segments");
         for (path, bytes) in node_logs {
