@@ -43,6 +43,10 @@ const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
 struct Waiter {
     request_number: u64,
     since_tick: u64,
+    operation: u8,
+    body: Vec<u8>,
+    /// The view the request was last handed to a primary in (none yet: no view was normal).
+    sent_in: Option<u32>,
     /// The base offset of a send, nothing for an offset store or delete.
     reply: oneshot::Sender<Result<Option<u64>, ErrorCode>>,
 }
@@ -90,6 +94,15 @@ impl<E: Env> PartitionGroup<E> {
             && let Some(waiter) = waiters.remove(&client_id)
         {
             let _ = waiter.reply.send(result);
+        }
+    }
+
+    /// Marks a waiting request as not handed to any primary, so the next tick sends it.
+    fn resend_later(&self, client_id: u128, request_number: u64) {
+        if let Some(waiter) =
+            self.waiters.borrow_mut().get_mut(&client_id).filter(|w| w.request_number == request_number)
+        {
+            waiter.sent_in = None;
         }
     }
 
@@ -245,9 +258,8 @@ impl<E: Env> Shard<E> {
                     Ok(())
                 }
                 Effect::NotPrimary { client_id, request_number, .. } => {
-                    let refused = Err(ErrorCode::TransientNotAccepted);
                     match lane_node(client_id) == group.replication.membership.replica_id {
-                        true => group.answer(client_id, request_number, refused),
+                        true => group.resend_later(client_id, request_number),
                         // Forwarded here in an old view: the sender hears at once, not at its timeout.
                         false => {
                             let reply = ErrorCode::TransientNotAccepted.code().to_le_bytes().to_vec();
@@ -423,7 +435,11 @@ impl<E: Env> Shard<E> {
     pub async fn on_group_message(&self, message: Message) {
         let Some(group) = self.group() else { return };
         if let Message::Reply { client_id, request_number, reply } = &message {
-            group.answer(*client_id, *request_number, reply_result(reply));
+            match reply_result(reply) {
+                // Sent to a replica that is no primary: the next tick sends it on again.
+                Err(ErrorCode::TransientNotAccepted) => group.resend_later(*client_id, *request_number),
+                result => group.answer(*client_id, *request_number, result),
+            }
             return;
         }
         let now = self.now_us();
@@ -443,6 +459,38 @@ impl<E: Env> Shard<E> {
         let now = self.now_us();
         self.drive_group(group, |replica, effects| replica.tick(now, effects)).await;
         group.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
+        // A request handed to a primary that has since been replaced goes to the new one
+        // (same client id and number: the client table answers it once however often it
+        // arrives), so a failover costs a view change, not the commit timeout.
+        let view = group.replication.replica.borrow().view();
+        let stale: Vec<u128> =
+            group.waiters.borrow().iter().filter(|(_, w)| w.sent_in != Some(view)).map(|(c, _)| *c).collect();
+        for client_id in stale {
+            self.hand_to_primary(group, client_id).await;
+        }
+    }
+
+    /// Hands a waiting request to the current primary, when the group runs normally: this
+    /// replica itself, or the primary over the plane.
+    async fn hand_to_primary(&self, group: &PartitionGroup<E>, client_id: u128) {
+        let (view, primary, normal) = {
+            let replica = group.replication.replica.borrow();
+            (replica.view(), replica.primary_index(replica.view()), replica.status() == Status::Normal)
+        };
+        let request = group.waiters.borrow_mut().get_mut(&client_id).filter(|_| normal).map(|waiter| {
+            waiter.sent_in = Some(view);
+            (waiter.request_number, waiter.operation, waiter.body.clone())
+        });
+        let Some((request_number, operation, body)) = request else { return };
+        if primary == group.replication.membership.replica_id {
+            let now = self.now_us();
+            self.drive_group(group, |replica, effects| {
+                replica.on_request(now, client_id, request_number, operation, body, effects)
+            })
+            .await;
+        } else {
+            group.network.send(primary, Message::Request { client_id, request_number, operation, body });
+        }
     }
 
     /// A validated send to a partition this shard owns, through its group; answered with
@@ -491,7 +539,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// Submits one op: here when this replica is the primary, forwarded to the primary
-    /// otherwise; waits until it commits (or times out).
+    /// otherwise (again to each new primary), and waits until it commits or times out.
     async fn submit(&self, group: &PartitionGroup<E>, operation: u8, body: Vec<u8>) -> Result<Option<u64>, ErrorCode> {
         if group.halted.get() {
             return Err(ErrorCode::IoError);
@@ -502,22 +550,11 @@ impl<E: Env> Shard<E> {
         let request_number = group.next_request.get() + 1;
         group.next_request.set(request_number);
         let (reply, answer) = oneshot::channel();
-        group.waiters.borrow_mut().insert(client_id, Waiter { request_number, since_tick: group.ticks.get(), reply });
-        let (primary, normal) = {
-            let replica = group.replication.replica.borrow();
-            (replica.primary_index(replica.view()), replica.status() == Status::Normal)
-        };
-        if !normal {
-            group.answer(client_id, request_number, Err(ErrorCode::TransientNotAccepted));
-        } else if primary == group.replication.membership.replica_id {
-            let now = self.now_us();
-            self.drive_group(group, |replica, effects| {
-                replica.on_request(now, client_id, request_number, operation, body, effects)
-            })
-            .await;
-        } else {
-            group.network.send(primary, Message::Request { client_id, request_number, operation, body });
-        }
+        let since_tick = group.ticks.get();
+        let waiter = Waiter { request_number, since_tick, operation, body, sent_in: None, reply };
+        group.waiters.borrow_mut().insert(client_id, waiter);
+        // Not normal (a view change under way): the tick hands it on once a view runs.
+        self.hand_to_primary(group, client_id).await;
         answer.await.unwrap_or(Err(ErrorCode::TransientNotCommitted))
     }
 
