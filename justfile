@@ -32,6 +32,11 @@ sim SEED="" SEEDS="50000":
 sim-groups SEED="" SEEDS="100000":
     if [ -n "{{SEED}}" ]; then VSR_SEED={{SEED}} cargo test --release -p rill-simulation --test vsr_sim partition_groups -- --nocapture; else PARTITION_SEEDS={{SEEDS}} cargo test --release -p rill-simulation --test vsr_sim partition_groups -- --nocapture; fi
 
+# A three-node cluster with replicated partitions next to one node on the same send
+# workload, release builds on loopback, then the failover time (docs/vsr.md).
+cluster-bench:
+    bash scripts/cluster-bench.sh
+
 # kill -9 under load in a loop against the release server, checked against a ledger of
 # acknowledged messages (docs/testing.md). `just crash-loop 50 <seed>` fixes the kill moments.
 [doc("kill -9 the release server under load CYCLES times, checked against a ledger")]

@@ -50,12 +50,14 @@ pub fn options() -> Options {
 /// A partition group's tuning. Its entries carry whole batches, so its log is short: four
 /// sends in the pipeline, a checkpoint every eight commits (a log of 32 entries, which a
 /// view change ships whole: at most `ENTRY_BODY_MAX` each). Group `g` starts with its
-/// primary on node `g mod n`, so the groups' primaries spread over the nodes.
+/// primary on node `g mod n`, so the groups' primaries spread over the nodes. Commits are
+/// announced at once, so the backups' copies trail the primary's by one round trip.
 pub fn group_options(group: u16, replica_count: u8) -> Options {
     Options {
         pipeline_max: 4,
         checkpoint_interval: 8,
         primary_offset: (group % u16::from(replica_count.max(1))) as u8,
+        commit_eagerly: true,
         ..Options::default()
     }
 }

@@ -188,6 +188,9 @@ impl<S: StateMachine> Replica<S> {
         if let Some((&op, _)) = committed {
             self.commit_max = op;
             self.prepare_oks = self.prepare_oks.split_off(&(op + 1));
+            if self.options.commit_eagerly {
+                self.broadcast(Message::Commit { view: self.view, commit: op }, effects);
+            }
         }
         self.commit_journal(effects);
     }

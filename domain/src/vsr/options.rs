@@ -41,6 +41,10 @@ pub struct Options {
     /// Every replica of a group uses the same value; groups that share nodes (partition
     /// groups) use different ones, so their primaries start on different nodes.
     pub primary_offset: u8,
+    /// Primary: tell the backups of every commit at once (a `Commit` message), instead of
+    /// with the next prepare or heartbeat, so they apply within a round trip. Partition
+    /// groups want it: a node that forwarded a send serves polls from its own copy.
+    pub commit_eagerly: bool,
 }
 
 impl Default for Options {
@@ -57,6 +61,7 @@ impl Default for Options {
             repair_timeout_ticks: 6,
             jitter_ticks: 8,
             primary_offset: 0,
+            commit_eagerly: false,
         }
     }
 }

@@ -96,6 +96,7 @@ pub fn partition_swarm(seed: u64) -> Config {
     config.options.primary_offset = (seed / 3 % u64::from(config.replica_count)) as u8;
     // Half the seeds run as the server's groups do: backups forward requests to the primary.
     config.forward = seed.is_multiple_of(2);
+    config.options.commit_eagerly = seed % 4 < 2;
     config
 }
 
