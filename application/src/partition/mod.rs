@@ -311,11 +311,8 @@ impl<S: Storage> PartitionLog<S> {
         let count = BatchHeader::read(&stored).message_count;
         let bytes = stored.len() as u64;
         self.push_journal(stored, count);
-        let (messages_due, bytes_due) =
-            (u64::from(self.settings.messages_required_to_save), self.settings.size_required_to_save_bytes);
-        let threshold_reached = u64::from(self.journal_messages) >= messages_due || self.journal_bytes >= bytes_due;
-        let far_past = u64::from(self.journal_messages) >= messages_due.saturating_mul(DEFERRED_FLUSH_SLACK)
-            || self.journal_bytes >= bytes_due.saturating_mul(DEFERRED_FLUSH_SLACK);
+        let threshold_reached = self.journal_past(1);
+        let far_past = self.journal_past(DEFERRED_FLUSH_SLACK);
         let flush_due = threshold_reached && defer && !self.settings.enforce_fsync && !far_past;
         if (threshold_reached || self.settings.enforce_fsync)
             && !flush_due
@@ -364,12 +361,17 @@ impl<S: Storage> PartitionLog<S> {
         let bytes = stored.len() as u64;
         self.push_journal(stored, count);
         self.last_timestamp = now_us;
-        let threshold_reached = u64::from(self.journal_messages) >= u64::from(self.settings.messages_required_to_save)
-            || self.journal_bytes >= self.settings.size_required_to_save_bytes;
-        if threshold_reached || self.settings.enforce_fsync || self.write_failure.is_some() {
+        if self.journal_past(1) || self.settings.enforce_fsync || self.write_failure.is_some() {
             self.flush(storage, self.settings.enforce_fsync).await?;
         }
         Ok(Some(Appended { base_offset, stored: count, duplicates: 0, bytes, flush_due: false }))
+    }
+
+    /// Whether the journal holds `times` a flush threshold of messages or bytes, or more.
+    fn journal_past(&self, times: u64) -> bool {
+        let settings = &self.settings;
+        u64::from(self.journal_messages) >= u64::from(settings.messages_required_to_save).saturating_mul(times)
+            || self.journal_bytes >= settings.size_required_to_save_bytes.saturating_mul(times)
     }
 
     fn push_journal(&mut self, stored: PoolSlice, count: u32) {
