@@ -15,7 +15,7 @@
 //! both replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
 //! then unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::ErrorCode;
 use crate::vsr::{InvalidSnapshot, StateMachine};
@@ -74,6 +74,22 @@ impl PartitionGroupState {
 
     pub fn consumer_offset(&self, partition: u64, consumer: ConsumerKey) -> Option<u64> {
         self.consumer_offsets.get(&(partition, consumer)).copied()
+    }
+
+    /// Every partition a send has named, with its next offset.
+    pub fn next_offsets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.next_offsets.iter().map(|(partition, next)| (*partition, *next))
+    }
+
+    /// The stored offsets of `partition`'s consumers.
+    pub fn consumer_offsets(&self, partition: u64) -> impl Iterator<Item = (ConsumerKey, u64)> + '_ {
+        let consumers = (partition, (0, 0))..=(partition, (u8::MAX, u32::MAX));
+        self.consumer_offsets.range(consumers).map(|((_, consumer), offset)| (*consumer, *offset))
+    }
+
+    /// Every partition with a stored consumer offset.
+    pub fn partitions_with_offsets(&self) -> BTreeSet<u64> {
+        self.consumer_offsets.keys().map(|(partition, _)| *partition).collect()
     }
 
     /// Applies one committed operation; the assigned offsets of a send, or why it failed.
@@ -242,6 +258,12 @@ mod tests {
         copy.restore(&snapshot).unwrap();
         assert_eq!(copy, state);
         assert_eq!(copy.digest(), state.digest());
+        copy.apply_op(operation::STORE_CONSUMER_OFFSET, &store_offset_body(3, (1, 4), 0)).unwrap();
+        assert_eq!(copy.next_offsets().collect::<Vec<_>>(), [(2, 9)]);
+        assert_eq!(copy.consumer_offsets(2).collect::<Vec<_>>(), [((2, 1), 8)]);
+        assert_eq!(copy.consumer_offsets(3).collect::<Vec<_>>(), [((1, 4), 0)]);
+        assert_eq!(copy.consumer_offsets(4).count(), 0);
+        assert_eq!(copy.partitions_with_offsets().into_iter().collect::<Vec<_>>(), [2, 3]);
         for cut in 0..snapshot.len() {
             assert_eq!(PartitionGroupState::default().restore(&snapshot[..cut]), Err(InvalidSnapshot), "cut at {cut}");
         }

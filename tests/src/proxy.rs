@@ -2,7 +2,9 @@
 //! the roster names the proxy, the node listens behind it (`cluster.listen_address`). It reads
 //! the dialer's replica id from the handshake's first frame (plaintext planes only), so each
 //! direction of each pair of nodes has its own rule: pass, drop everything (the connection
-//! stays up, as across a partition), or delay every chunk.
+//! stays up, as across a partition), or delay every chunk. One proxy can stand in front of
+//! several consecutive planes (the metadata plane and each shard's partition group above it),
+//! all under the same rules.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -26,6 +28,7 @@ type Rules = Arc<Mutex<HashMap<(u8, u8), Rule>>>;
 /// One proxy: traffic to replica `to` from every dialer.
 pub struct ReplicaProxy {
     pub address: SocketAddr,
+    listening: Vec<SocketAddr>,
     to: u8,
     rules: Rules,
     stopped: Arc<AtomicBool>,
@@ -37,22 +40,34 @@ const HELLO_LEN: usize = 42;
 impl ReplicaProxy {
     /// Listens on a free port and forwards to `target`, the listener of replica `to`.
     pub fn start(to: u8, target: SocketAddr) -> std::io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let address = listener.local_addr()?;
+        Self::start_planes(to, target, 1)
+    }
+
+    /// Listens on `planes` consecutive free ports (the first is `address`), each
+    /// forwarding to the port as far above `target`'s.
+    pub fn start_planes(to: u8, target: SocketAddr, planes: u16) -> std::io::Result<Self> {
+        let first = crate::free_ports(planes);
         let rules: Rules = Arc::default();
         let stopped = Arc::new(AtomicBool::new(false));
-        let (accept_rules, accept_stopped) = (rules.clone(), stopped.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if accept_stopped.load(Ordering::Relaxed) {
-                    return;
+        let mut listening = Vec::new();
+        for plane in 0..planes {
+            let listener = TcpListener::bind(("127.0.0.1", first + plane))?;
+            listening.push(listener.local_addr()?);
+            let mut behind = target;
+            behind.set_port(target.port() + plane);
+            let (accept_rules, accept_stopped) = (rules.clone(), stopped.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if accept_stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let (rules, stopped) = (accept_rules.clone(), accept_stopped.clone());
+                    std::thread::spawn(move || relay(stream, behind, to, rules, stopped));
                 }
-                let Ok(stream) = stream else { continue };
-                let (rules, stopped) = (accept_rules.clone(), accept_stopped.clone());
-                std::thread::spawn(move || relay(stream, target, to, rules, stopped));
-            }
-        });
-        Ok(Self { address, to, rules, stopped })
+            });
+        }
+        Ok(Self { address: listening[0], listening, to, rules, stopped })
     }
 
     /// Sets what happens to bytes from replica `from` to this proxy's replica (`inbound`), or
@@ -72,8 +87,10 @@ impl ReplicaProxy {
 impl Drop for ReplicaProxy {
     fn drop(&mut self) {
         self.stopped.store(true, Ordering::Relaxed);
-        // Wakes the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.address);
+        // Wakes the accept loops so they see the flag.
+        for address in &self.listening {
+            let _ = TcpStream::connect(address);
+        }
     }
 }
 

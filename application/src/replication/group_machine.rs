@@ -22,6 +22,9 @@ pub struct GroupOutcome {
 pub struct GroupMachine {
     state: PartitionGroupState,
     outcomes: VecDeque<GroupOutcome>,
+    /// A checkpoint replaced the state (at open, or by state transfer) since the shard last
+    /// looked: its partition logs and offset files may be behind the state.
+    restored: bool,
 }
 
 impl GroupMachine {
@@ -35,6 +38,11 @@ impl GroupMachine {
             self.outcomes.pop_front();
         }
         self.outcomes.front().is_some_and(|front| front.op == op).then(|| self.outcomes.pop_front()).flatten()
+    }
+
+    /// Whether a checkpoint replaced the state since the last call.
+    pub fn take_restored(&mut self) -> bool {
+        std::mem::take(&mut self.restored)
     }
 }
 
@@ -56,6 +64,7 @@ impl StateMachine for GroupMachine {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), InvalidSnapshot> {
         self.state.restore(snapshot)?;
         self.outcomes.clear();
+        self.restored = true;
         Ok(())
     }
 

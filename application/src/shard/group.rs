@@ -23,6 +23,7 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
+use super::group_transfer::{CHECK_TICKS, Gaps};
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
@@ -60,20 +61,22 @@ struct Blocked {
 
 /// One shard's replica of its partition group and what drives it.
 pub struct PartitionGroup<E: Env> {
-    replication: Replication<E::Storage, GroupMachine>,
-    network: Box<dyn ReplicaNetwork>,
+    pub(super) replication: Replication<E::Storage, GroupMachine>,
+    pub(super) network: Box<dyn ReplicaNetwork>,
     pump: async_lock::Mutex<()>,
     /// Client ids: random high bits, this node's replica id, then the lane.
     lanes: RefCell<Vec<u128>>,
     lane_free: async_lock::Semaphore,
     waiters: RefCell<BTreeMap<u128, Waiter>>,
     next_request: Cell<u64>,
-    ticks: Cell<u64>,
+    pub(super) ticks: Cell<u64>,
     /// Committed sends whose partition is not open here yet, oldest first: later commits
     /// wait behind them, so each partition's batches are written in commit order.
     blocked: RefCell<VecDeque<Blocked>>,
     /// Partitions written since the last checkpoint.
-    dirty: RefCell<BTreeSet<Namespace>>,
+    pub(super) dirty: RefCell<BTreeSet<Namespace>>,
+    /// Partitions whose logs lack batches the group committed, being fetched from peers.
+    pub(super) gaps: RefCell<Gaps>,
     /// A journal write failed: the replica is not driven again until a restart.
     halted: Cell<bool>,
 }
@@ -84,7 +87,7 @@ fn lane_node(client_id: u128) -> u8 {
 }
 
 impl<E: Env> PartitionGroup<E> {
-    fn replica(&self) -> std::cell::RefMut<'_, Replica<GroupMachine>> {
+    pub(super) fn replica(&self) -> std::cell::RefMut<'_, Replica<GroupMachine>> {
         self.replication.replica.borrow_mut()
     }
 
@@ -118,7 +121,7 @@ impl<E: Env> PartitionGroup<E> {
 }
 
 /// Where a group op's partition is on this node.
-enum Target<S: crate::ports::Storage> {
+pub(super) enum Target<S: crate::ports::Storage> {
     Open(Namespace, Rc<Partition<S>>),
     /// Not open yet: its creation may still be on its way through the metadata log.
     NotOpen,
@@ -166,6 +169,11 @@ fn consumer_kind(key: ConsumerKey) -> (u8, u32) {
     }
 }
 
+/// The consumer key a group op's `(kind, id)` names.
+pub(super) fn consumer_key_of((kind, id): (u8, u32)) -> ConsumerKey {
+    if kind == 2 { ConsumerKey::Group(id) } else { ConsumerKey::Consumer(id) }
+}
+
 impl<E: Env> Shard<E> {
     pub(super) fn group(&self) -> Option<&PartitionGroup<E>> {
         self.group.get()
@@ -196,6 +204,7 @@ impl<E: Env> Shard<E> {
             ticks: Cell::new(0),
             blocked: RefCell::new(VecDeque::new()),
             dirty: RefCell::new(BTreeSet::new()),
+            gaps: RefCell::new(Gaps::new()),
             halted: Cell::new(false),
         };
         if self.group.set(group).is_err() {
@@ -279,6 +288,14 @@ impl<E: Env> Shard<E> {
             }
             queue.extend(more);
         }
+        // A checkpoint replaced the state: the offset files follow it now, the logs as soon
+        // as their gaps are filled.
+        if group.replica().state_machine_mut().take_restored() {
+            self.adopt_group_offsets(group).await;
+            if group.blocked.borrow().is_empty() {
+                self.find_gaps(group).await;
+            }
+        }
     }
 
     /// Stores a checkpoint once the partitions hold every batch it covers on disk (the
@@ -329,7 +346,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// Where the partition a group op names is on this node.
-    fn group_partition(&self, key: u64) -> Target<E::Storage> {
+    pub(super) fn group_partition(&self, key: u64) -> Target<E::Storage> {
         let Some(namespace) = Namespace::from_packed(key) else { return Target::Nowhere };
         if namespace.shard(self.shared.shard_count) != self.shard_id {
             tracing::error!(partition = %namespace_label(namespace), group = self.shard_id, "a partition group carries a partition another shard owns here: every node must run the same shard count");
@@ -349,7 +366,7 @@ impl<E: Env> Shard<E> {
             Target::NotOpen => return false,
             Target::Nowhere => return true,
         };
-        let consumer = if kind == 2 { ConsumerKey::Group(id) } else { ConsumerKey::Consumer(id) };
+        let consumer = consumer_key_of((kind, id));
         let mut log = partition.log.lock().await;
         if partition.closed.get() {
             return true;
@@ -380,6 +397,12 @@ impl<E: Env> Shard<E> {
         let mut log = partition.log.lock().await;
         if partition.closed.get() {
             return true;
+        }
+        if base_offset > log.next_offset() {
+            // Offsets below it were committed while this node was too far behind to get them
+            // from the journal: they come from a peer first, and this send waits for them.
+            self.note_gap(group, namespace, log.next_offset(), base_offset);
+            return false;
         }
         let stored = match self.seal(PoolSlice::plain(batch.to_vec())) {
             Ok(stored) => stored,
@@ -418,7 +441,8 @@ impl<E: Env> Shard<E> {
                 return;
             };
             if !self.apply_committed(group, &entry, assigned).await {
-                if group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
+                let filling = Self::op_partition(&entry.body).is_some_and(|ns| group.gaps.borrow().contains_key(&ns));
+                if filling || group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
                     return;
                 }
                 tracing::error!(
@@ -434,13 +458,24 @@ impl<E: Env> Shard<E> {
     /// A message from a peer's replica of this shard's group.
     pub async fn on_group_message(&self, message: Message) {
         let Some(group) = self.group() else { return };
-        if let Message::Reply { client_id, request_number, reply } = &message {
-            match reply_result(reply) {
-                // Sent to a replica that is no primary: the next tick sends it on again.
-                Err(ErrorCode::TransientNotAccepted) => group.resend_later(*client_id, *request_number),
-                result => group.answer(*client_id, *request_number, result),
+        match &message {
+            Message::Reply { client_id, request_number, reply } => {
+                match reply_result(reply) {
+                    // Sent to a replica that is no primary: the next tick sends it on again.
+                    Err(ErrorCode::TransientNotAccepted) => group.resend_later(*client_id, *request_number),
+                    result => group.answer(*client_id, *request_number, result),
+                }
+                return;
             }
-            return;
+            Message::RequestBatches { replica, partition, from_offset, to_offset } => {
+                return self.serve_batches(group, *replica, *partition, *from_offset, *to_offset).await;
+            }
+            Message::Batches { replica, partition, from_offset, batches } => {
+                let _pump = group.pump.lock().await;
+                self.fill_gap(group, *replica, *partition, *from_offset, batches).await;
+                return self.retry_blocked(group).await;
+            }
+            _ => {}
         }
         let now = self.now_us();
         self.drive_group(group, |replica, effects| replica.on_message(now, message, effects)).await;
@@ -455,6 +490,10 @@ impl<E: Env> Shard<E> {
         {
             let _pump = group.pump.lock().await;
             self.retry_blocked(group).await;
+            if tick % CHECK_TICKS == 0 && group.blocked.borrow().is_empty() {
+                self.find_gaps(group).await;
+            }
+            self.chase_gaps(group).await;
         }
         let now = self.now_us();
         self.drive_group(group, |replica, effects| replica.tick(now, effects)).await;

@@ -73,7 +73,7 @@ pub struct ScrubCursor {
 }
 
 impl<E: Env> Shard<E> {
-    fn owned_partitions(&self) -> Vec<(Namespace, Rc<Partition<E::Storage>>)> {
+    pub(super) fn owned_partitions(&self) -> Vec<(Namespace, Rc<Partition<E::Storage>>)> {
         self.partitions.borrow().iter().map(|(ns, p)| (*ns, p.clone())).collect()
     }
 

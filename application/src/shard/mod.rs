@@ -7,6 +7,7 @@
 mod clients;
 mod flusher;
 mod group;
+mod group_transfer;
 mod groups;
 mod maintenance;
 mod messages;

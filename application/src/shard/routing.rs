@@ -5,9 +5,12 @@
 //! (POLL_MESSAGES_ON_PRIMARY) with the coordinator's consumer-group identity; offset stores
 //! and deletes go the same way (GET_CONSUMER_OFFSET_ROUTING, then the usual 121/122).
 //!
-//! Partition data lives on the metadata primary, where the SDK's leader check sends every
-//! client at connect, so the primary names itself; a backup answers 58 (not accepted here,
-//! retry), which the SDK retries while a view change elects a new primary.
+//! Without replicated partitions, partition data lives on the metadata primary, where the
+//! SDK's leader check sends every client at connect, so the primary names itself; a backup
+//! answers 58 (not accepted here, retry), which the SDK retries while a view change elects a
+//! new primary. With `replicate_partitions` every node holds every partition and a
+//! consumer's group membership lives on the node its coordinator connection is on, so every
+//! node names itself, whatever its metadata role.
 
 use rill_domain::error::ErrorCode;
 use rill_domain::wire::command::TopicRef;
@@ -19,10 +22,11 @@ use crate::shard::Shard;
 
 impl<E: Env> Shard<E> {
     /// Partition requests of the routing codes run only where the data is: the metadata
-    /// primary in normal status (any single node).
+    /// primary in normal status (any single node, and any node of a cluster that replicates
+    /// its partitions).
     pub(crate) fn require_primary(&self) -> Result<(), ErrorCode> {
         let membership = self.shared.config.membership;
-        if !membership.clustered() {
+        if !membership.clustered() || self.group().is_some() {
             return Ok(());
         }
         let role = self.shared.replica.role();

@@ -38,6 +38,8 @@ const GET_STATE: u8 = 12;
 const NEW_STATE: u8 = 13;
 const REQUEST: u8 = 14;
 const REPLY: u8 = 15;
+const REQUEST_BATCHES: u8 = 16;
+const BATCHES: u8 = 17;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MessageError {
@@ -118,6 +120,12 @@ fn put_message(w: &mut Writer, message: &Message) {
         Message::Reply { client_id, request_number, reply } => {
             w.u8(REPLY).u128(*client_id).u64(*request_number).blob(reply)
         }
+        Message::RequestBatches { replica, partition, from_offset, to_offset } => {
+            w.u8(REQUEST_BATCHES).u8(*replica).u64(*partition).u64(*from_offset).u64(*to_offset)
+        }
+        Message::Batches { replica, partition, from_offset, batches } => {
+            w.u8(BATCHES).u8(*replica).u64(*partition).u64(*from_offset).blob(batches)
+        }
     };
 }
 
@@ -188,6 +196,15 @@ fn read_message(r: &mut Reader<'_>) -> Result<Message, MessageError> {
             Message::Request { client_id: r.u128()?, request_number: r.u64()?, operation: r.u8()?, body: r.blob()? }
         }
         REPLY => Message::Reply { client_id: r.u128()?, request_number: r.u64()?, reply: r.blob()? },
+        REQUEST_BATCHES => Message::RequestBatches {
+            replica: r.u8()?,
+            partition: r.u64()?,
+            from_offset: r.u64()?,
+            to_offset: r.u64()?,
+        },
+        BATCHES => {
+            Message::Batches { replica: r.u8()?, partition: r.u64()?, from_offset: r.u64()?, batches: r.blob()? }
+        }
         _ => return Err(MessageError::UnknownKind),
     })
 }
@@ -400,6 +417,9 @@ mod tests {
             Message::Request { client_id: 7 << 64 | 3, request_number: 9, operation: 160, body: vec![5; 33] },
             Message::Request { client_id: 1, request_number: 1, operation: 161, body: Vec::new() },
             Message::Reply { client_id: 7 << 64 | 3, request_number: 9, reply: vec![0; 20] },
+            Message::RequestBatches { replica: 2, partition: 1 << 40 | 7, from_offset: 10, to_offset: 250 },
+            Message::Batches { replica: 0, partition: 1 << 40 | 7, from_offset: 10, batches: vec![3; 90] },
+            Message::Batches { replica: 1, partition: 9, from_offset: 0, batches: Vec::new() },
         ]
     }
 
@@ -434,7 +454,7 @@ mod tests {
         }
         kinds.sort_unstable();
         kinds.dedup();
-        assert_eq!(kinds, (PREPARE..=REPLY).collect::<Vec<_>>(), "every kind is covered");
+        assert_eq!(kinds, (PREPARE..=BATCHES).collect::<Vec<_>>(), "every kind is covered");
     }
 
     #[test]
@@ -519,7 +539,7 @@ mod tests {
         body.extend_from_slice(&[0; 8]);
         body.push(2);
         assert_eq!(decode_message(&frame(&body)), Err(MessageError::Malformed));
-        for kind in [0, REPLY + 1, u8::MAX] {
+        for kind in [0, BATCHES + 1, u8::MAX] {
             assert_eq!(decode_message(&frame(&[kind; 40])), Err(MessageError::UnknownKind));
         }
     }
@@ -541,7 +561,7 @@ mod tests {
             // Behind a valid frame the parser itself sees the garbage, kind byte included.
             let mut body = garbage;
             if let Some(kind) = body.first_mut() {
-                *kind = (*kind % (REPLY + 2)).max(PREPARE);
+                *kind = (*kind % (BATCHES + 2)).max(PREPARE);
             }
             let _ = decode_message(&frame(&body));
         }

@@ -121,6 +121,24 @@ pub enum Message {
         request_number: u64,
         reply: Vec<u8>,
     },
+    /// Partition-group state transfer of partition data: `replica` lacks the stored batches
+    /// of `partition` from `from_offset` up to `to_offset` (its log is behind the group's
+    /// state after a `NewState`, or below a committed send). The replica ignores it: the
+    /// shard that owns the partition answers with `Batches`.
+    RequestBatches {
+        replica: u8,
+        partition: u64,
+        from_offset: u64,
+        to_offset: u64,
+    },
+    /// Whole stored batches of `partition` from `from_offset` on, end to end, as the sender
+    /// stores them (none when it has none from there). The replica ignores it.
+    Batches {
+        replica: u8,
+        partition: u64,
+        from_offset: u64,
+        batches: Vec<u8>,
+    },
 }
 
 /// The superblock: what a replica must not forget across a restart besides its journal. With

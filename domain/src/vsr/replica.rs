@@ -298,7 +298,7 @@ impl<S: StateMachine> Replica<S> {
                 self.on_request(now, client_id, request_number, operation, body, effects);
                 return;
             }
-            Message::Reply { .. } => {}
+            Message::Reply { .. } | Message::RequestBatches { .. } | Message::Batches { .. } => {}
             message if self.admissible(&message) => self.dispatch(message, effects),
             _ => {}
         }
@@ -361,7 +361,10 @@ impl<S: StateMachine> Replica<S> {
             Message::NewState { view, checkpoint, entries, .. } => {
                 self.on_new_state(view, checkpoint, entries, effects)
             }
-            Message::Request { .. } | Message::Reply { .. } => {}
+            Message::Request { .. }
+            | Message::Reply { .. }
+            | Message::RequestBatches { .. }
+            | Message::Batches { .. } => {}
         }
     }
 
@@ -398,7 +401,10 @@ impl<S: StateMachine> Replica<S> {
                     })
             }
             // Handled before this check (`on_message`).
-            Message::Request { .. } | Message::Reply { .. } => false,
+            Message::Request { .. }
+            | Message::Reply { .. }
+            | Message::RequestBatches { .. }
+            | Message::Batches { .. } => false,
         }
     }
 

@@ -589,5 +589,7 @@ fn discriminant(message: &Message) -> u64 {
         Message::NewState { .. } => 13,
         Message::Request { request_number, .. } => 14 ^ (request_number << 8),
         Message::Reply { request_number, .. } => 15 ^ (request_number << 8),
+        Message::RequestBatches { from_offset, .. } => 16 ^ (from_offset << 8),
+        Message::Batches { from_offset, .. } => 17 ^ (from_offset << 8),
     }
 }

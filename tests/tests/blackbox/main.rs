@@ -23,6 +23,7 @@ mod metadata_journal;
 mod metrics;
 mod offsets;
 mod packaging;
+mod partition_group_faults;
 mod partition_groups;
 mod permissions;
 mod replica_plane;

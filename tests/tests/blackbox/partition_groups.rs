@@ -16,9 +16,9 @@ use rill_tests::{connect_root, create_stream_and_topic, id, message, poll_all};
 
 use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with, streams_on};
 
-const TIMEOUT: Duration = Duration::from_secs(40);
-const PARTITIONS: u32 = 4;
-const SHARDS: u16 = 2;
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(40);
+pub(crate) const PARTITIONS: u32 = 4;
+pub(crate) const SHARDS: u16 = 2;
 
 fn start() -> anyhow::Result<Cluster> {
     start_cluster_with(&|_| {
@@ -39,7 +39,7 @@ async fn send(client: &IggyClient, topic: (u32, u32), partition: u32, first: u12
 
 /// One send to every partition, each retried until acknowledged (a send that timed out may
 /// still have committed: its ids may then show up twice); records the acknowledged ids.
-async fn send_round(
+pub(crate) async fn send_round(
     client: &IggyClient,
     topic: (u32, u32),
     what: &str,
@@ -61,7 +61,7 @@ async fn send_round(
 
 /// Every partition holds each acknowledged id, offsets run 0.. without a gap, and every
 /// payload is the one sent with its id.
-async fn check_partitions(
+pub(crate) async fn check_partitions(
     client: &IggyClient,
     topic: (u32, u32),
     acknowledged: &BTreeMap<u32, Vec<u128>>,
@@ -89,7 +89,7 @@ async fn check_partitions(
 }
 
 /// The messages a node's own view counts in the stream `name` (GET_STREAMS, raw frames).
-fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
+pub(crate) fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
     let body = streams_on(address)?;
     let mut at = 0;
     while at + 33 <= body.len() {
@@ -104,7 +104,7 @@ fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
 
 /// Every file of the partitions under a node's data directory (segments, indexes, stored
 /// consumer offsets), by its path below it.
-fn partition_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn partition_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     rill_tests::files_under(&data.join("streams"))
         .into_iter()
         .map(|path| {
@@ -183,26 +183,29 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
     // Node 1 catches up through repair (its own view, read with raw frames); then every
     // node stops gracefully (flushing) and the partition logs are compared whole.
     let total: u64 = acknowledged.values().map(|ids| ids.len() as u64).sum();
-    eventually(TIMEOUT, "every node holds as many messages as node 0", || async {
-        let counts: Vec<u64> =
-            cluster.addresses.iter().map(|a| messages_on(a, "replicated")).collect::<anyhow::Result<_>>()?;
-        anyhow::ensure!(counts.iter().all(|&c| c == counts[0]) && counts[0] >= total, "messages per node {counts:?}");
-        Ok(())
-    })
-    .await?;
+    every_node_holds(&cluster, "replicated", total).await?;
     drop(client);
+    let files = stop_and_compare(&mut cluster)?;
+    let segments = files.keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
+    assert_eq!(segments, PARTITIONS as usize, "one segment per partition: {:?}", files.keys());
+    let offsets = files.keys().filter(|path| path.components().any(|c| c.as_os_str() == "consumers")).count();
+    assert_eq!(offsets, PARTITIONS as usize + 1, "an offset per partition and the auto-commit: {:?}", files.keys());
+    Ok(())
+}
+
+/// Stops every node gracefully (flushing) and checks that all of them hold the same
+/// partition files, byte for byte; node 0's files.
+pub(crate) fn stop_and_compare(cluster: &mut Cluster) -> anyhow::Result<BTreeMap<PathBuf, Vec<u8>>> {
     for node in &mut cluster.nodes {
         node.stop_graceful()?;
     }
-    let logs: Vec<BTreeMap<PathBuf, Vec<u8>>> = cluster.nodes.iter().map(|n| partition_files(&n.data_dir())).collect();
-    let segments = logs[0].keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
-    assert_eq!(segments, PARTITIONS as usize, "one segment per partition: {:?}", logs[0].keys());
-    let offsets = logs[0].keys().filter(|path| path.components().any(|c| c.as_os_str() == "consumers")).count();
-    assert_eq!(offsets, PARTITIONS as usize + 1, "an offset per partition and the auto-commit: {:?}", logs[0].keys());
+    let mut logs: Vec<BTreeMap<PathBuf, Vec<u8>>> =
+        cluster.nodes.iter().map(|n| partition_files(&n.data_dir())).collect();
     for (node, node_logs) in logs.iter().enumerate().skip(1) {
-        assert_eq!(node_logs.keys().collect::<Vec<_>>(), logs[0].keys().collect::<Vec<_>>(), "node {node}'s segments");
+        let (paths, first): (Vec<_>, Vec<_>) = (node_logs.keys().collect(), logs[0].keys().collect());
+        anyhow::ensure!(paths == first, "node {node}'s partition files {paths:?}, node 0's {first:?}");
         for (path, bytes) in node_logs {
-            assert!(
+            anyhow::ensure!(
                 bytes == &logs[0][path],
                 "node {node}'s {} differs from node 0's ({} / {} bytes)",
                 path.display(),
@@ -211,5 +214,16 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
             );
         }
     }
-    Ok(())
+    Ok(logs.swap_remove(0))
+}
+
+/// Waits until every node's own view counts the same messages in `stream`, at least `total`.
+pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64) -> anyhow::Result<()> {
+    eventually(TIMEOUT, "every node holds as many messages as node 0", || async {
+        let counts: Vec<u64> =
+            cluster.addresses.iter().map(|a| messages_on(a, stream)).collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(counts.iter().all(|&c| c == counts[0]) && counts[0] >= total, "messages per node {counts:?}");
+        Ok(())
+    })
+    .await
 }

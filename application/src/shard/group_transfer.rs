@@ -1,0 +1,242 @@
+//! State transfer of partition data within a partition group (docs/vsr.md, "Partition
+//! groups"). A replica that fell further behind than its peers' journals reach gets the
+//! group's state by `NewState`: the next offset of every partition and the stored consumer
+//! offsets, but not the batches below them. Its partition logs then have a gap: offsets the
+//! group assigned that this node never wrote. The shard finds a gap three ways (a committed
+//! send past its log's end, the state a checkpoint installed, and a check every second of
+//! each log against the state once every commit is applied), and fills it from a peer: it
+//! asks for the stored batches (`RequestBatches`), checks each one it gets by checksum and
+//! offset, and writes it at its offset with its own timestamp, so the log ends up
+//! byte-identical to the peer's. Committed sends to that partition wait until the gap is
+//! filled; the replica goes on voting meanwhile, since its journal is whole.
+
+use std::collections::BTreeMap;
+
+use rill_domain::Namespace;
+use rill_domain::batch::{self, BatchHeader};
+use rill_domain::constants::BATCH_HEADER_SIZE;
+use rill_domain::vsr::Message;
+
+use super::Shard;
+use super::group::{PartitionGroup, Target, consumer_key_of};
+use super::maintenance::namespace_label;
+use crate::memory_pool::PoolSlice;
+use crate::partition::REPLY_ROOM;
+use crate::ports::Env;
+use crate::replication::TICK_MS;
+
+/// A partition whose log is behind what its group assigned.
+pub(super) struct Gap {
+    /// The offset the log must reach.
+    target: u64,
+    asked_tick: u64,
+    /// Requests sent so far: each retry asks the next peer.
+    attempts: u32,
+}
+
+/// Gaps by partition.
+pub(super) type Gaps = BTreeMap<Namespace, Gap>;
+
+/// A request for batches unanswered this long (1 s) is sent again, to the next peer.
+const ASK_AGAIN_TICKS: u64 = 1_000 / TICK_MS;
+/// How often every log is checked against the group's state (1 s).
+pub(super) const CHECK_TICKS: u64 = 1_000 / TICK_MS;
+
+impl<E: Env> Shard<E> {
+    /// Records that `namespace`'s log (now ending at `next_offset`) must reach `target`, and
+    /// asks a peer for the batches if this gap is new.
+    pub(super) fn note_gap(&self, group: &PartitionGroup<E>, namespace: Namespace, next_offset: u64, target: u64) {
+        let fresh = {
+            let mut gaps = group.gaps.borrow_mut();
+            match gaps.get_mut(&namespace) {
+                Some(gap) => {
+                    gap.target = gap.target.max(target);
+                    false
+                }
+                None => {
+                    gaps.insert(namespace, Gap { target, asked_tick: group.ticks.get(), attempts: 0 });
+                    true
+                }
+            }
+        };
+        if fresh {
+            tracing::warn!(
+                partition = %namespace_label(namespace),
+                group = self.shard_id,
+                from = next_offset,
+                to = target,
+                "this node lacks batches its partition group committed; fetching them from a peer"
+            );
+            self.ask_for_batches(group, namespace, next_offset);
+        }
+    }
+
+    /// Sends one `RequestBatches` for the gap of `namespace` from `from_offset`, to the
+    /// primary first, then to each other peer in turn.
+    fn ask_for_batches(&self, group: &PartitionGroup<E>, namespace: Namespace, from_offset: u64) {
+        let me = group.replication.membership.replica_id;
+        let count = group.replication.membership.replica_count;
+        let primary = {
+            let replica = group.replication.replica.borrow();
+            replica.primary_index(replica.view())
+        };
+        let mut gaps = group.gaps.borrow_mut();
+        let Some(gap) = gaps.get_mut(&namespace) else { return };
+        let peers: Vec<u8> = (0..count).map(|i| (primary + i) % count).filter(|&peer| peer != me).collect();
+        let Some(&peer) = peers.get(gap.attempts as usize % peers.len().max(1)) else { return };
+        gap.attempts += 1;
+        gap.asked_tick = group.ticks.get();
+        let message =
+            Message::RequestBatches { replica: me, partition: namespace.packed(), from_offset, to_offset: gap.target };
+        group.network.send(peer, message);
+    }
+
+    /// Asks again for every gap whose last request went unanswered (every tick).
+    pub(super) async fn chase_gaps(&self, group: &PartitionGroup<E>) {
+        let tick = group.ticks.get();
+        let due: Vec<(Namespace, u32)> = group
+            .gaps
+            .borrow()
+            .iter()
+            .filter(|(_, gap)| tick - gap.asked_tick >= ASK_AGAIN_TICKS)
+            .map(|(namespace, gap)| (*namespace, gap.attempts))
+            .collect();
+        for (namespace, attempts) in due {
+            let Ok(partition) = self.owned(namespace) else {
+                group.gaps.borrow_mut().remove(&namespace);
+                continue;
+            };
+            let next_offset = partition.log.lock().await.next_offset();
+            if attempts % 10 == 9 {
+                tracing::warn!(partition = %namespace_label(namespace), attempts, from = next_offset, "no peer has sent the batches this node lacks yet; asking again");
+            }
+            self.ask_for_batches(group, namespace, next_offset);
+        }
+    }
+
+    /// Checks every partition log of the group against its state; called under the pump lock
+    /// once nothing committed waits, when each log must end where the state says.
+    pub(super) async fn find_gaps(&self, group: &PartitionGroup<E>) {
+        let expected: Vec<(u64, u64)> = group.replica().state_machine().state().next_offsets().collect();
+        for (key, target) in expected {
+            let Target::Open(namespace, partition) = self.group_partition(key) else { continue };
+            let Some(log) = partition.log.try_lock() else { continue };
+            let next_offset = log.next_offset();
+            drop(log);
+            if next_offset < target {
+                self.note_gap(group, namespace, next_offset, target);
+            }
+        }
+    }
+
+    /// Makes every offset file of the group's partitions what a state a checkpoint just
+    /// installed says (stores the state has, deletes of those it lacks).
+    pub(super) async fn adopt_group_offsets(&self, group: &PartitionGroup<E>) {
+        for (namespace, partition) in self.owned_partitions() {
+            let wanted: Vec<(crate::partition::ConsumerKey, u64)> = {
+                let replica = group.replication.replica.borrow();
+                let state = replica.state_machine().state();
+                state.consumer_offsets(namespace.packed()).map(|(key, offset)| (consumer_key_of(key), offset)).collect()
+            };
+            let mut log = partition.log.lock().await;
+            if partition.closed.get() {
+                continue;
+            }
+            let local = log.offsets.all();
+            let mut result = Ok(());
+            for (key, _) in local.iter().filter(|(key, _)| !wanted.iter().any(|(k, _)| k == key)) {
+                result = result.and(log.offsets.delete(&self.storage, *key).await.map(drop));
+            }
+            for (key, offset) in wanted.iter().filter(|wanted| !local.contains(wanted)) {
+                let fsync = log.settings.consumer_offset_fsync;
+                result = result.and(log.offsets.store(&self.storage, *key, *offset, fsync).await);
+            }
+            if let Err(error) = result {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot store the consumer offsets a group checkpoint holds");
+            }
+            partition.publish_offsets(&log);
+        }
+    }
+
+    /// A peer asks for stored batches: the whole batches from `from_offset` up to
+    /// `to_offset` (at most a poll's byte budget), or none when this node has none there.
+    pub(super) async fn serve_batches(&self, group: &PartitionGroup<E>, to: u8, key: u64, from: u64, until: u64) {
+        let membership = group.replication.membership;
+        if to >= membership.replica_count || to == membership.replica_id {
+            return;
+        }
+        let mut batches = Vec::new();
+        if let Target::Open(namespace, partition) = self.group_partition(key) {
+            let plan = {
+                let log = partition.log.lock().await;
+                let count = until.saturating_sub(from).min(u64::from(u32::MAX)) as u32;
+                (!partition.closed.get() && from >= log.first_offset() && count > 0)
+                    .then(|| log.plan_poll(from, count, self.shared.pool))
+            };
+            if let Some(plan) = plan {
+                match plan.read().await {
+                    Ok(polled) => batches = polled.frame[REPLY_ROOM..].to_vec(),
+                    Err(error) => {
+                        tracing::warn!(%error, partition = %namespace_label(namespace), "cannot read batches a peer asked for")
+                    }
+                }
+            }
+        }
+        let message = Message::Batches { replica: membership.replica_id, partition: key, from_offset: from, batches };
+        group.network.send(to, message);
+    }
+
+    /// Batches a peer sent for a gap: each is checked (checksums, and that it starts where
+    /// the log ends) and written at its offset; the rest is asked for at once. Runs under the
+    /// pump lock, so no committed send is written into the partition meanwhile.
+    pub(super) async fn fill_gap(&self, group: &PartitionGroup<E>, from: u8, key: u64, from_offset: u64, bytes: &[u8]) {
+        let Target::Open(namespace, partition) = self.group_partition(key) else { return };
+        let Some(target) = group.gaps.borrow().get(&namespace).map(|gap| gap.target) else { return };
+        let mut log = partition.log.lock().await;
+        if partition.closed.get() || log.next_offset() != from_offset {
+            return;
+        }
+        let mut at = 0;
+        while log.next_offset() < target && at + BATCH_HEADER_SIZE <= bytes.len() {
+            let header = BatchHeader::read(&bytes[at..]);
+            let end = usize::try_from(header.batch_length).ok().and_then(|len| at.checked_add(len));
+            let Some(stored) = end.and_then(|end| bytes.get(at..end)) else { break };
+            if header.base_offset != log.next_offset() || !batch::verify_stored(stored) {
+                tracing::warn!(partition = %namespace_label(namespace), peer = from, offset = header.base_offset, expected = log.next_offset(), "a peer sent a batch that does not fit the gap; asking another");
+                break;
+            }
+            let written = log
+                .append_replicated(
+                    &self.storage,
+                    PoolSlice::plain(stored.to_vec()),
+                    header.base_offset,
+                    header.base_timestamp,
+                )
+                .await;
+            if let Err(error) = written {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot write a batch fetched from a peer");
+                break;
+            }
+            at += stored.len();
+        }
+        let next_offset = log.next_offset();
+        partition.refresh(&log);
+        drop(log);
+        group.dirty.borrow_mut().insert(namespace);
+        if next_offset >= target {
+            group.gaps.borrow_mut().remove(&namespace);
+            tracing::info!(partition = %namespace_label(namespace), offset = next_offset, "the partition caught up from its peers");
+        } else if next_offset > from_offset {
+            // Progress: the next chunk from the same peer, without waiting for a tick.
+            if let Some(gap) = group.gaps.borrow_mut().get_mut(&namespace) {
+                gap.attempts = gap.attempts.saturating_sub(1);
+            }
+            self.ask_for_batches(group, namespace, next_offset);
+        }
+    }
+
+    /// The partition a group op names, from the key its body starts with.
+    pub(super) fn op_partition(body: &[u8]) -> Option<Namespace> {
+        Namespace::from_packed(u64::from_le_bytes(body.get(..8)?.try_into().ok()?))
+    }
+}
