@@ -11,8 +11,13 @@
 //!   `[status u32][partition u64][base_offset u64]`;
 //! - `STORE_CONSUMER_OFFSET` (161): `[partition u64][kind u8][consumer u32][offset u64]`;
 //! - `DELETE_CONSUMER_OFFSET` (162): `[partition u64][kind u8][consumer u32]`;
+//! - `RESET_PARTITION` (163): `[partition u64][incarnation u64]`: the partition starts again
+//!   empty (no messages, no stored offsets) when `incarnation` is newer than the one it has,
+//!   and the op changes nothing otherwise. An incarnation is the metadata timestamp of what
+//!   (re)started the partition, its creation or a purge, the same on every node, so every
+//!   node may submit the same reset and only the first to commit takes effect;
 //!
-//! both replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
+//! all three replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
 //! then unchanged.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +38,8 @@ pub struct PartitionGroupState {
     next_offsets: BTreeMap<u64, u64>,
     /// Stored offsets by partition and consumer.
     consumer_offsets: BTreeMap<(u64, ConsumerKey), u64>,
+    /// The incarnation each reset partition has (0 for one never reset).
+    incarnations: BTreeMap<u64, u64>,
 }
 
 /// What applying a SEND_MESSAGES assigned: the batch's first offset in its partition.
@@ -61,6 +68,11 @@ pub fn parse_send_reply(reply: &[u8]) -> Option<(u64, u64)> {
     (reply.len() == 20 && word(reply, 0)? == 0).then_some((long(reply, 4)?, long(reply, 12)?))
 }
 
+/// A reset body's partition and incarnation.
+pub fn parse_reset_body(body: &[u8]) -> Option<(u64, u64)> {
+    (body.len() == 16).then_some((long(body, 0)?, long(body, 8)?))
+}
+
 /// An offset body's partition and consumer, and the offset a store carries.
 pub fn parse_offset_body(body: &[u8]) -> Option<(u64, ConsumerKey, Option<u64>)> {
     Some((long(body, 0)?, (*body.get(8)?, word(body, 9)?), long(body, 13)))
@@ -74,6 +86,11 @@ impl PartitionGroupState {
 
     pub fn consumer_offset(&self, partition: u64, consumer: ConsumerKey) -> Option<u64> {
         self.consumer_offsets.get(&(partition, consumer)).copied()
+    }
+
+    /// The incarnation of `partition`: 0 until a reset named it.
+    pub fn incarnation(&self, partition: u64) -> u64 {
+        self.incarnations.get(&partition).copied().unwrap_or(0)
     }
 
     /// Every partition a send has named, with its next offset.
@@ -116,6 +133,15 @@ impl PartitionGroupState {
                 self.consumer_offsets.insert(key, offset.ok_or(ErrorCode::InvalidFormat)?);
                 Ok(None)
             }
+            operation::RESET_PARTITION => {
+                let (partition, incarnation) = parse_reset_body(body).ok_or(ErrorCode::InvalidFormat)?;
+                if incarnation > self.incarnation(partition) {
+                    self.incarnations.insert(partition, incarnation);
+                    self.next_offsets.remove(&partition);
+                    self.consumer_offsets.retain(|(named, _), _| *named != partition);
+                }
+                Ok(None)
+            }
             _ => Err(ErrorCode::InvalidCommand),
         }
     }
@@ -145,7 +171,9 @@ impl StateMachine for PartitionGroupState {
     }
 
     /// `[partitions u32]` then `[partition u64][next u64]` each, `[offsets u32]` then
-    /// `[partition u64][kind u8][id u32][offset u64]` each.
+    /// `[partition u64][kind u8][id u32][offset u64]` each, then, when any partition was
+    /// reset, `[incarnations u32]` and `[partition u64][incarnation u64]` each (a snapshot
+    /// without that part is one taken before resets existed).
     fn snapshot(&self) -> Vec<u8> {
         let mut out = (self.next_offsets.len() as u32).to_le_bytes().to_vec();
         for (partition, next) in &self.next_offsets {
@@ -158,6 +186,13 @@ impl StateMachine for PartitionGroupState {
             out.push(*kind);
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
+        }
+        if !self.incarnations.is_empty() {
+            out.extend_from_slice(&(self.incarnations.len() as u32).to_le_bytes());
+            for (partition, incarnation) in &self.incarnations {
+                out.extend_from_slice(&partition.to_le_bytes());
+                out.extend_from_slice(&incarnation.to_le_bytes());
+            }
         }
         out
     }
@@ -180,10 +215,21 @@ impl StateMachine for PartitionGroupState {
             consumer_offsets.insert((partition, consumer), offset.ok_or(InvalidSnapshot)?);
             at += 21;
         }
+        let mut incarnations = BTreeMap::new();
+        if at < snapshot.len() {
+            let count = word(snapshot, at).ok_or(InvalidSnapshot)?;
+            at += 4;
+            for _ in 0..count {
+                let (partition, incarnation) =
+                    parse_reset_body(snapshot.get(at..at + 16).ok_or(InvalidSnapshot)?).ok_or(InvalidSnapshot)?;
+                incarnations.insert(partition, incarnation);
+                at += 16;
+            }
+        }
         if at != snapshot.len() {
             return Err(InvalidSnapshot);
         }
-        *self = Self { next_offsets, consumer_offsets };
+        *self = Self { next_offsets, consumer_offsets, incarnations };
         Ok(())
     }
 
@@ -205,6 +251,10 @@ pub fn store_offset_body(partition: u64, consumer: ConsumerKey, offset: u64) -> 
     let mut body = delete_offset_body(partition, consumer);
     body.extend_from_slice(&offset.to_le_bytes());
     body
+}
+
+pub fn reset_body(partition: u64, incarnation: u64) -> Vec<u8> {
+    [partition.to_le_bytes(), incarnation.to_le_bytes()].concat()
 }
 
 pub fn delete_offset_body(partition: u64, consumer: ConsumerKey) -> Vec<u8> {
@@ -265,6 +315,33 @@ mod tests {
         assert_eq!(copy.consumer_offsets(4).count(), 0);
         assert_eq!(copy.partitions_with_offsets().into_iter().collect::<Vec<_>>(), [2, 3]);
         for cut in 0..snapshot.len() {
+            assert_eq!(PartitionGroupState::default().restore(&snapshot[..cut]), Err(InvalidSnapshot), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_reset_empties_a_partition_once_per_incarnation() {
+        let mut state = PartitionGroupState::default();
+        let reset = operation::RESET_PARTITION;
+        state.apply_op(operation::SEND_MESSAGES, &send_body(2, 5, b"x")).unwrap();
+        state.apply_op(operation::SEND_MESSAGES, &send_body(3, 4, b"x")).unwrap();
+        state.apply_op(operation::STORE_CONSUMER_OFFSET, &store_offset_body(2, (1, 1), 3)).unwrap();
+        assert_eq!(state.apply_op(reset, &reset_body(2, 100)), Ok(None));
+        assert_eq!((state.next_offset(2), state.consumer_offset(2, (1, 1)), state.incarnation(2)), (None, None, 100));
+        assert_eq!(state.next_offset(3), Some(4), "another partition keeps its offsets");
+        let again = state.apply_op(operation::SEND_MESSAGES, &send_body(2, 2, b"x")).unwrap();
+        assert_eq!(again.map(|a| a.base_offset), Some(0), "the new incarnation starts at 0");
+        for stale in [100, 99] {
+            assert_eq!(state.apply_op(reset, &reset_body(2, stale)), Ok(None));
+            assert_eq!(state.next_offset(2), Some(2), "a reset to incarnation {stale} changes nothing");
+        }
+        assert_eq!(state.apply_op(reset, &[0; 15]), Err(ErrorCode::InvalidFormat));
+        let snapshot = state.snapshot();
+        let mut copy = PartitionGroupState::default();
+        copy.restore(&snapshot).unwrap();
+        assert_eq!(copy, state);
+        // Cut inside the incarnations, the snapshot is refused.
+        for cut in snapshot.len() - 19..snapshot.len() {
             assert_eq!(PartitionGroupState::default().restore(&snapshot[..cut]), Err(InvalidSnapshot), "cut at {cut}");
         }
     }

@@ -57,7 +57,11 @@ pub enum PartitionOp {
         created_at: u64,
     },
     Remove,
-    Purge,
+    /// Empties the partition; `incarnation` is the purge's metadata timestamp, which a
+    /// replicated partition's group records (docs/vsr.md, "Partition groups").
+    Purge {
+        incarnation: u64,
+    },
 }
 
 /// What travels over the bus.

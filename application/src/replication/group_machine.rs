@@ -5,17 +5,21 @@
 use std::collections::VecDeque;
 
 use rill_domain::error::ErrorCode;
-use rill_domain::partition_group::PartitionGroupState;
+use rill_domain::partition_group::{self, PartitionGroupState};
 use rill_domain::vsr::{InvalidSnapshot, StateMachine};
+use rill_domain::wire::codes::operation;
 
 /// Outcomes waiting for the shard; more unread than this means it stopped draining.
 const OUTCOMES_MAX: usize = 1024;
 
-/// What one committed op did: for a send, the partition key and the base offset it got.
+/// What one committed op did: for a send, the partition key and the base offset it got;
+/// for a reset, whether it started the partition again (a reset to an incarnation the
+/// partition has already changes nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupOutcome {
     pub op: u64,
     pub result: Result<Option<(u64, u64)>, ErrorCode>,
+    pub reset: bool,
 }
 
 #[derive(Debug, Default)]
@@ -48,12 +52,18 @@ impl GroupMachine {
 
 impl StateMachine for GroupMachine {
     fn apply(&mut self, op: u64, _timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
+        let reset_partition = (operation == operation::RESET_PARTITION)
+            .then(|| partition_group::parse_reset_body(body))
+            .flatten()
+            .map(|(partition, _)| partition);
+        let before = reset_partition.map(|partition| self.state.incarnation(partition));
         let (result, reply) = self.state.apply_with_reply(operation, body);
         let result = result.map(|appended| appended.map(|a| (a.partition, a.base_offset)));
+        let reset = reset_partition.map(|partition| self.state.incarnation(partition)) != before;
         if self.outcomes.len() == OUTCOMES_MAX {
             self.outcomes.pop_front();
         }
-        self.outcomes.push_back(GroupOutcome { op, result });
+        self.outcomes.push_back(GroupOutcome { op, result, reset });
         reply
     }
 
@@ -76,8 +86,6 @@ impl StateMachine for GroupMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_domain::partition_group;
-    use rill_domain::wire::codes::operation;
 
     #[test]
     fn outcomes_carry_the_assigned_offsets_in_commit_order() {
@@ -89,5 +97,10 @@ mod tests {
         assert_eq!(machine.take_outcome(3).map(|o| o.result), Some(Err(ErrorCode::InvalidMessagesCount)));
         assert_eq!(machine.take_outcome(3), None);
         assert_eq!(machine.state().next_offset(9), Some(5));
+        machine.apply(4, 8, operation::RESET_PARTITION, &partition_group::reset_body(9, 70));
+        machine.apply(5, 9, operation::RESET_PARTITION, &partition_group::reset_body(9, 70));
+        assert_eq!(machine.take_outcome(4).map(|o| o.reset), Some(true), "the first reset starts it again");
+        assert_eq!(machine.take_outcome(5).map(|o| o.reset), Some(false), "the same incarnation again: nothing");
+        assert_eq!(machine.state().next_offset(9), None);
     }
 }

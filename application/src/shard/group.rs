@@ -52,10 +52,21 @@ struct Waiter {
     reply: oneshot::Sender<Result<Option<u64>, ErrorCode>>,
 }
 
-/// A committed op waiting for its partition, with what the group assigned a send.
+/// What a committed op asks of its partition on this node.
+#[derive(Debug, Clone, Copy)]
+enum Applying {
+    /// A send the group gave this partition key and base offset.
+    Send(u64, u64),
+    Offset,
+    /// A reset that started the partition again.
+    Reset,
+    Nothing,
+}
+
+/// A committed op waiting for its partition, with what it asks of it.
 struct Blocked {
     entry: Entry,
-    assigned: Option<(u64, u64)>,
+    applying: Applying,
     since_tick: u64,
 }
 
@@ -327,21 +338,28 @@ impl<E: Env> Shard<E> {
         let outcome = group.replica().state_machine_mut().take_outcome(op);
         let result = outcome.map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
         if let Ok(assigned) = result {
+            let applying = match (entry.operation, assigned) {
+                (operation::SEND_MESSAGES, Some((key, base_offset))) => Applying::Send(key, base_offset),
+                (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => Applying::Offset,
+                (operation::RESET_PARTITION, _) if outcome.is_some_and(|o| o.reset) => Applying::Reset,
+                _ => Applying::Nothing,
+            };
             let waiting = !group.blocked.borrow().is_empty();
-            if waiting || !self.apply_committed(group, &entry, assigned).await {
+            if waiting || !self.apply_committed(group, &entry, applying).await {
                 let since_tick = group.ticks.get();
-                group.blocked.borrow_mut().push_back(Blocked { entry: entry.clone(), assigned, since_tick });
+                group.blocked.borrow_mut().push_back(Blocked { entry: entry.clone(), applying, since_tick });
             }
         }
         group.answer(entry.client_id, entry.request_number, result.map(|a| a.map(|(_, base)| base)));
     }
 
     /// Makes one committed op in its partition; false while the partition is not open here.
-    async fn apply_committed(&self, group: &PartitionGroup<E>, entry: &Entry, assigned: Option<(u64, u64)>) -> bool {
-        match (entry.operation, assigned) {
-            (operation::SEND_MESSAGES, Some(assigned)) => self.apply_send(group, entry, assigned).await,
-            (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => self.apply_offset(entry).await,
-            _ => true,
+    async fn apply_committed(&self, group: &PartitionGroup<E>, entry: &Entry, applying: Applying) -> bool {
+        match applying {
+            Applying::Send(key, base_offset) => self.apply_send(group, entry, (key, base_offset)).await,
+            Applying::Offset => self.apply_offset(entry).await,
+            Applying::Reset => self.apply_reset(group, entry).await,
+            Applying::Nothing => true,
         }
     }
 
@@ -435,12 +453,12 @@ impl<E: Env> Shard<E> {
     /// too long is given up on this node (logged: its partition is gone or never opened).
     async fn retry_blocked(&self, group: &PartitionGroup<E>) {
         loop {
-            let Some((entry, assigned, since_tick)) =
-                group.blocked.borrow().front().map(|b| (b.entry.clone(), b.assigned, b.since_tick))
+            let Some((entry, applying, since_tick)) =
+                group.blocked.borrow().front().map(|b| (b.entry.clone(), b.applying, b.since_tick))
             else {
                 return;
             };
-            if !self.apply_committed(group, &entry, assigned).await {
+            if !self.apply_committed(group, &entry, applying).await {
                 let filling = Self::op_partition(&entry.body).is_some_and(|ns| group.gaps.borrow().contains_key(&ns));
                 if filling || group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
                     return;
@@ -545,6 +563,7 @@ impl<E: Env> Shard<E> {
         if partition_group::SEND_PREFIX + batch.len() > ENTRY_BODY_MAX {
             return Err(ErrorCode::TooBigMessagePayload);
         }
+        self.ensure_incarnation(group, namespace).await?;
         let count = BatchHeader::read(&batch).message_count;
         let body = partition_group::send_body(namespace.packed(), count, &batch);
         drop(batch);
@@ -563,6 +582,7 @@ impl<E: Env> Shard<E> {
         key: ConsumerKey,
         offset: Option<u64>,
     ) -> ShardReply {
+        self.ensure_incarnation(group, namespace).await?;
         let (operation, body) = match offset {
             Some(offset) => (
                 operation::STORE_CONSUMER_OFFSET,
@@ -579,7 +599,12 @@ impl<E: Env> Shard<E> {
 
     /// Submits one op: here when this replica is the primary, forwarded to the primary
     /// otherwise (again to each new primary), and waits until it commits or times out.
-    async fn submit(&self, group: &PartitionGroup<E>, operation: u8, body: Vec<u8>) -> Result<Option<u64>, ErrorCode> {
+    pub(super) async fn submit(
+        &self,
+        group: &PartitionGroup<E>,
+        operation: u8,
+        body: Vec<u8>,
+    ) -> Result<Option<u64>, ErrorCode> {
         if group.halted.get() {
             return Err(ErrorCode::IoError);
         }

@@ -67,7 +67,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// Mirrors an applied operation in partition storage, on the owning shards.
-    pub(super) async fn reflect(&self, applied: &Applied) -> std::io::Result<()> {
+    pub(super) async fn reflect(&self, applied: &Applied, timestamp: u64) -> std::io::Result<()> {
         let every = |stream_id: u32, topic_id: Option<u32>| {
             self.namespaces(|ns| ns.stream_id() == stream_id && topic_id.is_none_or(|t| ns.topic_id() == t))
         };
@@ -79,7 +79,9 @@ impl<E: Env> Shard<E> {
                 self.on_owners(every(stream_id, None), || PartitionOp::Remove).await?;
                 self.storage.remove_dir_all(&self.stream_dir(stream_id)).await
             }
-            Applied::StreamPurged { stream_id } => self.on_owners(every(stream_id, None), || PartitionOp::Purge).await,
+            Applied::StreamPurged { stream_id } => {
+                self.on_owners(every(stream_id, None), || PartitionOp::Purge { incarnation: timestamp }).await
+            }
             Applied::TopicCreated { stream_id, topic_id } => {
                 let count = self
                     .writer_metadata(|m| m.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32));
@@ -90,7 +92,7 @@ impl<E: Env> Shard<E> {
                 self.storage.remove_dir_all(&self.topic_dir(stream_id, topic_id)).await
             }
             Applied::TopicPurged { stream_id, topic_id } => {
-                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Purge).await
+                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Purge { incarnation: timestamp }).await
             }
             Applied::PartitionsCreated { stream_id, topic_id, first, count } => {
                 self.open_new(stream_id, topic_id, first..first + count).await

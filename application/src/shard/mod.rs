@@ -7,6 +7,7 @@
 mod clients;
 mod flusher;
 mod group;
+mod group_incarnation;
 mod group_transfer;
 mod groups;
 mod maintenance;
@@ -222,6 +223,8 @@ pub struct Partition<S: Storage> {
     stats: Arc<PartitionStats>,
     /// Set when the partition is removed or closed at shutdown: later operations are refused.
     closed: Cell<bool>,
+    /// When the metadata created it (its incarnation in a partition group until a purge).
+    created_at: u64,
 }
 
 impl<S: Storage> Partition<S> {

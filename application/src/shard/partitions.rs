@@ -65,6 +65,23 @@ impl<E: Env> Shard<E> {
         self.bus.call(owner, ShardRequest::Partition { namespace, op }).await
     }
 
+    /// Empties a partition's log and stored offsets. The purge removes its directory; the
+    /// `created_at` marker is written again, so a replayed creation still knows the files.
+    pub(super) async fn purge_partition(
+        &self,
+        namespace: Namespace,
+        log: &mut PartitionLog<E::Storage>,
+    ) -> std::io::Result<()> {
+        let dir = self.partition_dir(namespace);
+        let marker = dir.join(CREATED_AT_MARKER);
+        let recorded = read_marker(&self.storage, &marker).await;
+        log.purge(&self.storage).await?;
+        match recorded {
+            Some(created_at) => write_marker(&self.storage, &dir, &marker, created_at).await,
+            None => Ok(()),
+        }
+    }
+
     /// Opens a partition this shard owns. `fresh` says the metadata just created it: files
     /// of a deleted partition with the same ids are removed then, but not its own files,
     /// which a clustered node that replays the creation while it catches up already holds
@@ -90,8 +107,12 @@ impl<E: Env> Shard<E> {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }
         let stats = Arc::new(PartitionStats::new(self.shard_id));
-        let partition =
-            Rc::new(Partition { log: async_lock::Mutex::new(log), stats: stats.clone(), closed: Default::default() });
+        let partition = Rc::new(Partition {
+            log: async_lock::Mutex::new(log),
+            stats: stats.clone(),
+            closed: Default::default(),
+            created_at,
+        });
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);
         partition.publish_offsets(&opened);
@@ -140,6 +161,10 @@ impl<E: Env> Shard<E> {
                 self.owned(namespace)?;
                 return self.replicate_offset(group, namespace, key, None).await.map(Reply::Body);
             }
+            PartitionOp::Purge { incarnation } if let Some(group) = self.group() => {
+                self.owned(namespace)?;
+                return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);
+            }
             op => op,
         };
         let partition = self.owned(namespace)?;
@@ -147,8 +172,10 @@ impl<E: Env> Shard<E> {
         if partition.closed.get() {
             return Err(ErrorCode::PartitionNotFound);
         }
-        let offsets_change =
-            matches!(op, PartitionOp::StoreOffset { .. } | PartitionOp::DeleteOffset { .. } | PartitionOp::Purge);
+        let offsets_change = matches!(
+            op,
+            PartitionOp::StoreOffset { .. } | PartitionOp::DeleteOffset { .. } | PartitionOp::Purge { .. }
+        );
         let reply = self.execute_locked(namespace, &mut log, op, &partition.stats).await;
         partition.refresh(&log);
         if offsets_change {
@@ -216,8 +243,8 @@ impl<E: Env> Shard<E> {
                 self.shared.telemetry.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
                 Ok(Vec::new())
             }
-            PartitionOp::Purge => {
-                log.purge(&self.storage).await.map_err(io_failure("purging a partition"))?;
+            PartitionOp::Purge { .. } => {
+                self.purge_partition(namespace, log).await.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
             PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {

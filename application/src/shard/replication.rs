@@ -178,7 +178,7 @@ impl<E: Env> Shard<E> {
         let mut reflected = Ok(());
         if let Ok(applied) = &outcome.result {
             writer.publisher.borrow_mut().publish(outcome.operation, outcome.timestamp, &outcome.body);
-            if let Err(error) = self.reflect(applied).await {
+            if let Err(error) = self.reflect(applied, outcome.timestamp).await {
                 // Committed, but its partitions are not all in place: they are opened again
                 // at the next start. The client hears of the failure.
                 tracing::error!(%error, ?applied, "a committed metadata change could not be mirrored in partition storage");

@@ -66,6 +66,8 @@ pub mod operation {
     pub const SEND_MESSAGES: u8 = 160;
     pub const STORE_CONSUMER_OFFSET: u8 = 161;
     pub const DELETE_CONSUMER_OFFSET: u8 = 162;
+    /// A partition group's own op: the partition starts again empty (creation, purge).
+    pub const RESET_PARTITION: u8 = 163;
 
     /// Metadata operations: 64..=68 (internal) and 128..=149.
     pub fn is_metadata(op: u8) -> bool {

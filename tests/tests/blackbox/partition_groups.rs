@@ -193,6 +193,43 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero() -> anyhow::Result<()> {
+    let mut cluster = start()?;
+    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
+    let client = connect_root(&cluster.addresses[0]).await?;
+    let topic = create_stream_and_topic(&client, "again", "events", PARTITIONS).await?;
+    let mut next_id = 1u128;
+    let mut before: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
+    for round in 0..2 {
+        send_round(&client, topic, &format!("round {round}"), &mut next_id, &mut before).await?;
+    }
+    let reader = Consumer::new(id(3));
+    client.store_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(0), 5).await?;
+
+    // A purge empties every replica, offsets included, and the offsets start again at 0.
+    client.purge_topic(&id(topic.0), &id(topic.1)).await?;
+    every_node_holds(&cluster, "again", 0).await?;
+    let stored = client.get_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(0)).await?;
+    assert_eq!(stored.map(|info| info.stored_offset), None, "the purge removed the stored offset");
+    let mut after_purge: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
+    send_round(&client, topic, "a round after the purge", &mut next_id, &mut after_purge).await?;
+    eventually(TIMEOUT, "offsets from 0 after the purge", || check_partitions(&client, topic, &after_purge)).await?;
+
+    // A topic deleted and created again gets the same ids: its partitions start at 0 too,
+    // not where the deleted one's group state ended.
+    client.delete_topic(&id(topic.0), &id(topic.1)).await?;
+    let created = client.create_topic(&id(topic.0), "events", &rill_tests::topic_options(PARTITIONS)).await?;
+    assert_eq!(created.id, topic.1, "the new topic reuses the deleted one's id");
+    let mut recreated: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
+    send_round(&client, topic, "a round to the new topic", &mut next_id, &mut recreated).await?;
+    eventually(TIMEOUT, "offsets from 0 in the new topic", || check_partitions(&client, topic, &recreated)).await?;
+    every_node_holds(&cluster, "again", 10 * u64::from(PARTITIONS)).await?;
+    drop(client);
+    stop_and_compare(&mut cluster)?;
+    Ok(())
+}
+
 /// Stops every node gracefully (flushing) and checks that all of them hold the same
 /// partition files, byte for byte; node 0's files.
 pub(crate) fn stop_and_compare(cluster: &mut Cluster) -> anyhow::Result<BTreeMap<PathBuf, Vec<u8>>> {
