@@ -376,13 +376,22 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// The open partition a committed op names, or what applying the op returns without
+    /// it: false while it is not open here yet, true when it never will be.
+    pub(super) fn commit_target(&self, key: u64) -> Result<(Namespace, Rc<Partition<E::Storage>>), bool> {
+        match self.group_partition(key) {
+            Target::Open(namespace, partition) => Ok((namespace, partition)),
+            Target::NotOpen => Err(false),
+            Target::Nowhere => Err(true),
+        }
+    }
+
     /// Stores or deletes a committed consumer offset.
     async fn apply_offset(&self, entry: &Entry) -> bool {
         let Some((key, (kind, id), offset)) = partition_group::parse_offset_body(&entry.body) else { return true };
-        let (namespace, partition) = match self.group_partition(key) {
-            Target::Open(namespace, partition) => (namespace, partition),
-            Target::NotOpen => return false,
-            Target::Nowhere => return true,
+        let (namespace, partition) = match self.commit_target(key) {
+            Ok(found) => found,
+            Err(done) => return done,
         };
         let consumer = consumer_key_of((kind, id));
         let mut log = partition.log.lock().await;
@@ -407,10 +416,9 @@ impl<E: Env> Shard<E> {
     /// here yet.
     async fn apply_send(&self, group: &PartitionGroup<E>, entry: &Entry, (key, base_offset): (u64, u64)) -> bool {
         let Some((_, _, batch)) = partition_group::parse_send(&entry.body) else { return true };
-        let (namespace, partition) = match self.group_partition(key) {
-            Target::Open(namespace, partition) => (namespace, partition),
-            Target::NotOpen => return false,
-            Target::Nowhere => return true,
+        let (namespace, partition) = match self.commit_target(key) {
+            Ok(found) => found,
+            Err(done) => return done,
         };
         let mut log = partition.log.lock().await;
         if partition.closed.get() {

@@ -14,7 +14,7 @@ use rill_domain::vsr::Entry;
 use rill_domain::wire::codes::operation;
 
 use super::Shard;
-use super::group::{PartitionGroup, Target};
+use super::group::PartitionGroup;
 use super::maintenance::namespace_label;
 use crate::ports::{Env, ShardReply};
 
@@ -53,10 +53,9 @@ impl<E: Env> Shard<E> {
     /// emptied here too, and a gap it had is gone with them. False while it is not open.
     pub(super) async fn apply_reset(&self, group: &PartitionGroup<E>, entry: &Entry) -> bool {
         let Some((key, _)) = partition_group::parse_reset_body(&entry.body) else { return true };
-        let (namespace, partition) = match self.group_partition(key) {
-            Target::Open(namespace, partition) => (namespace, partition),
-            Target::NotOpen => return false,
-            Target::Nowhere => return true,
+        let (namespace, partition) = match self.commit_target(key) {
+            Ok(found) => found,
+            Err(done) => return done,
         };
         let mut log = partition.log.lock().await;
         if partition.closed.get() {
