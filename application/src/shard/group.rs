@@ -140,6 +140,9 @@ pub(super) enum Target<S: crate::ports::Storage> {
     Nowhere,
 }
 
+/// A partition open on this shard, with its name.
+type OpenPartition<S> = (Namespace, Rc<Partition<S>>);
+
 /// Gives a lane back however its send ends (answered, timed out, or dropped).
 struct Lane<'a> {
     lanes: &'a RefCell<Vec<u128>>,
@@ -378,7 +381,7 @@ impl<E: Env> Shard<E> {
 
     /// The open partition a committed op names, or what applying the op returns without
     /// it: false while it is not open here yet, true when it never will be.
-    pub(super) fn commit_target(&self, key: u64) -> Result<(Namespace, Rc<Partition<E::Storage>>), bool> {
+    pub(super) fn commit_target(&self, key: u64) -> Result<OpenPartition<E::Storage>, bool> {
         match self.group_partition(key) {
             Target::Open(namespace, partition) => Ok((namespace, partition)),
             Target::NotOpen => Err(false),
