@@ -11,8 +11,9 @@ use rill_domain::retention::SealedSegment;
 use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
 
 use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, batch_matches, within_frame};
+use crate::memory_pool::PoolSlice;
 use crate::partition::DamagedBatch;
-use crate::ports::Storage;
+use crate::ports::{Storage, StorageFile};
 
 /// Segments taken out of a partition by retention, whose files are still to be removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -59,13 +60,7 @@ impl ScrubChunk {
                 batch_matches(record, entry, self.segment_start, true)
             };
             if !intact {
-                let first_offset = self.segment_start + entry.relative_offset as u64;
-                found.push(DamagedBatch {
-                    file: self.file.clone(),
-                    position: entry.position as u64,
-                    first_offset,
-                    last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
-                });
+                found.push(DamagedBatch::at(self.file.clone(), self.segment_start, entry));
             }
         }
         found
@@ -198,5 +193,27 @@ impl<S: Storage> PartitionLog<S> {
             window.record(&ids, timestamp);
         }
         Ok(window)
+    }
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// Writes a peer's copy of a damaged batch over it, in place: the copy must be the batch
+    /// the index names there (same length, offsets and message count, every checksum
+    /// intact). False when it is not, or the segment is gone (retention took it meanwhile).
+    /// The file is opened buffered for the write, even for a direct log: one batch, fsynced.
+    pub async fn repair_batch(&mut self, storage: &S, damaged: &DamagedBatch, copy: &[u8]) -> io::Result<bool> {
+        let Some(segment) = self.segments.iter().find(|s| s.log_path() == damaged.file) else { return Ok(false) };
+        let Some(entry) = segment.entries.iter().find(|e| u64::from(e.position) == damaged.position) else {
+            return Ok(false);
+        };
+        if entry.length as usize != copy.len() || !batch_matches(copy, entry, segment.start_offset, true) {
+            return Ok(false);
+        }
+        let start = segment.start_offset;
+        let file = storage.open(&damaged.file).await?;
+        file.write_at(vec![PoolSlice::plain(copy.to_vec())], damaged.position).await.0?;
+        file.sync().await?;
+        self.reported.remove(&(start, damaged.position));
+        Ok(true)
     }
 }

@@ -204,13 +204,7 @@ impl Cursor {
     ) -> Result<(), DamagedBatch> {
         let len = entry.length as usize;
         if !batch_matches(&frame[at..at + len], entry, read.segment_start, validate) {
-            let first_offset = read.segment_start + entry.relative_offset as u64;
-            return Err(DamagedBatch {
-                file: read.log_path.clone(),
-                position: entry.position as u64,
-                first_offset,
-                last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
-            });
+            return Err(DamagedBatch::at(read.log_path.clone(), read.segment_start, entry));
         }
         let Some((frames, taken)) = batch::part(&frame[at..at + len], self.next, self.left) else {
             return Ok(());

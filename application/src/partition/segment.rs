@@ -49,6 +49,22 @@ pub struct DamagedBatch {
     pub position: u64,
     pub first_offset: u64,
     pub last_offset: u64,
+    /// The batch's length as the index records it.
+    pub length: u32,
+}
+
+impl DamagedBatch {
+    /// The batch `entry` names in the segment starting at `segment_start`, stored in `file`.
+    pub fn at(file: PathBuf, segment_start: u64, entry: &IndexEntry) -> Self {
+        let first_offset = segment_start + entry.relative_offset as u64;
+        DamagedBatch {
+            file,
+            position: entry.position as u64,
+            first_offset,
+            last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
+            length: entry.length,
+        }
+    }
 }
 
 /// Whether an entry can name a batch at all: longer than any frame, it is a damaged range
@@ -215,13 +231,7 @@ impl<F: StorageFile> Segment<F> {
 
     /// Where a damaged batch is, for logs and metrics.
     pub fn damaged(&self, entry: &IndexEntry) -> DamagedBatch {
-        let first_offset = self.start_offset + entry.relative_offset as u64;
-        DamagedBatch {
-            file: self.log_path.clone(),
-            position: entry.position as u64,
-            first_offset,
-            last_offset: first_offset + (entry.message_count as u64).max(1) - 1,
-        }
+        DamagedBatch::at(self.log_path.clone(), self.start_offset, entry)
     }
 
     /// Reads the whole batches of entries `from..` up to about `max_bytes` (at least one)

@@ -23,7 +23,7 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
-use super::group_transfer::{CHECK_TICKS, Gaps};
+use super::group_transfer::{CHECK_TICKS, Gaps, Repairs};
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
@@ -88,6 +88,8 @@ pub struct PartitionGroup<E: Env> {
     pub(super) dirty: RefCell<BTreeSet<Namespace>>,
     /// Partitions whose logs lack batches the group committed, being fetched from peers.
     pub(super) gaps: RefCell<Gaps>,
+    /// Damaged stored batches whose intact copies are asked of peers.
+    pub(super) repairs: RefCell<Repairs>,
     /// A journal write failed: the replica is not driven again until a restart.
     halted: Cell<bool>,
 }
@@ -219,6 +221,7 @@ impl<E: Env> Shard<E> {
             blocked: RefCell::new(VecDeque::new()),
             dirty: RefCell::new(BTreeSet::new()),
             gaps: RefCell::new(Gaps::new()),
+            repairs: RefCell::new(Repairs::new()),
             halted: Cell::new(false),
         };
         if self.group.set(group).is_err() {
@@ -501,7 +504,7 @@ impl<E: Env> Shard<E> {
             }
             Message::Batches { replica, partition, from_offset, batches } => {
                 let _pump = group.pump.lock().await;
-                self.fill_gap(group, *replica, *partition, *from_offset, batches).await;
+                self.receive_batches(group, *replica, *partition, *from_offset, batches).await;
                 return self.retry_blocked(group).await;
             }
             _ => {}
@@ -523,6 +526,7 @@ impl<E: Env> Shard<E> {
                 self.find_gaps(group).await;
             }
             self.chase_gaps(group).await;
+            self.chase_repairs(group);
         }
         let now = self.now_us();
         self.drive_group(group, |replica, effects| replica.tick(now, effects)).await;

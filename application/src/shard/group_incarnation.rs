@@ -52,17 +52,21 @@ impl<E: Env> Shard<E> {
     /// A committed reset that started the partition again: its log and stored offsets are
     /// emptied here too, and a gap it had is gone with them. False while it is not open.
     pub(super) async fn apply_reset(&self, group: &PartitionGroup<E>, entry: &Entry) -> bool {
-        let Some((key, _)) = partition_group::parse_reset_body(&entry.body) else { return true };
+        let Some((key, incarnation)) = partition_group::parse_reset_body(&entry.body) else { return true };
         let (namespace, partition) = match self.commit_target(key) {
             Ok(found) => found,
             Err(done) => return done,
         };
         let mut log = partition.log.lock().await;
-        if partition.closed.get() {
+        // Replayed from the journal after a restart: this copy is in that incarnation already.
+        if partition.closed.get() || incarnation <= partition.incarnation.get() {
             return true;
         }
-        if let Err(error) = self.purge_partition(namespace, &mut log).await {
-            tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group reset");
+        match self.purge_partition(namespace, &mut log, Some(incarnation)).await {
+            Ok(()) => partition.incarnation.set(incarnation),
+            Err(error) => {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group reset")
+            }
         }
         partition.refresh(&log);
         partition.publish_offsets(&log);

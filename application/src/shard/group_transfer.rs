@@ -14,13 +14,14 @@ use std::collections::BTreeMap;
 
 use rill_domain::Namespace;
 use rill_domain::batch::{self, BatchHeader};
-use rill_domain::constants::BATCH_HEADER_SIZE;
+use rill_domain::constants::{BATCH_HEADER_SIZE, MAX_FRAME_SIZE};
 use rill_domain::vsr::Message;
 
 use super::Shard;
 use super::group::{PartitionGroup, Target, consumer_key_of};
 use super::maintenance::namespace_label;
 use crate::memory_pool::PoolSlice;
+use crate::partition::DamagedBatch;
 use crate::partition::REPLY_ROOM;
 use crate::ports::Env;
 use crate::replication::TICK_MS;
@@ -36,6 +37,20 @@ pub(super) struct Gap {
 
 /// Gaps by partition.
 pub(super) type Gaps = BTreeMap<Namespace, Gap>;
+
+/// A stored batch that failed its checksums here, asked of the peers.
+pub(super) struct Repair {
+    damaged: DamagedBatch,
+    asked_tick: u64,
+    attempts: u32,
+}
+
+/// Repairs by partition and the damaged batch's first offset.
+pub(super) type Repairs = BTreeMap<(Namespace, u64), Repair>;
+
+/// Peers asked for an intact copy of a damaged batch before giving up (until it is found
+/// damaged again).
+const REPAIR_ATTEMPTS: u32 = 10;
 
 /// A request for batches unanswered this long (1 s) is sent again, to the next peer.
 const ASK_AGAIN_TICKS: u64 = 1_000 / TICK_MS;
@@ -75,15 +90,9 @@ impl<E: Env> Shard<E> {
     /// primary first, then to each other peer in turn.
     fn ask_for_batches(&self, group: &PartitionGroup<E>, namespace: Namespace, from_offset: u64) {
         let me = group.replication.membership.replica_id;
-        let count = group.replication.membership.replica_count;
-        let primary = {
-            let replica = group.replication.replica.borrow();
-            replica.primary_index(replica.view())
-        };
         let mut gaps = group.gaps.borrow_mut();
         let Some(gap) = gaps.get_mut(&namespace) else { return };
-        let peers: Vec<u8> = (0..count).map(|i| (primary + i) % count).filter(|&peer| peer != me).collect();
-        let Some(&peer) = peers.get(gap.attempts as usize % peers.len().max(1)) else { return };
+        let Some(peer) = peer_to_ask(group, gap.attempts) else { return };
         gap.attempts += 1;
         gap.asked_tick = group.ticks.get();
         let message =
@@ -93,14 +102,7 @@ impl<E: Env> Shard<E> {
 
     /// Asks again for every gap whose last request went unanswered (every tick).
     pub(super) async fn chase_gaps(&self, group: &PartitionGroup<E>) {
-        let tick = group.ticks.get();
-        let due: Vec<(Namespace, u32)> = group
-            .gaps
-            .borrow()
-            .iter()
-            .filter(|(_, gap)| tick - gap.asked_tick >= ASK_AGAIN_TICKS)
-            .map(|(namespace, gap)| (*namespace, gap.attempts))
-            .collect();
+        let due = unanswered(&group.gaps.borrow(), group.ticks.get(), |gap| (gap.asked_tick, gap.attempts));
         for (namespace, attempts) in due {
             let Ok(partition) = self.owned(namespace) else {
                 group.gaps.borrow_mut().remove(&namespace);
@@ -235,8 +237,103 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// A batch stored here failed its checksums: an intact copy is asked of the peers (one
+    /// at a time, the primary first), unless one is asked already.
+    pub(super) fn ask_repair(&self, group: &PartitionGroup<E>, namespace: Namespace, damaged: &DamagedBatch) {
+        let key = (namespace, damaged.first_offset);
+        if damaged.length as usize > MAX_FRAME_SIZE || group.repairs.borrow().contains_key(&key) {
+            return;
+        }
+        let repair = Repair { damaged: damaged.clone(), asked_tick: 0, attempts: 0 };
+        group.repairs.borrow_mut().insert(key, repair);
+        self.ask_for_copy(group, key);
+    }
+
+    fn ask_for_copy(&self, group: &PartitionGroup<E>, key: (Namespace, u64)) {
+        let mut repairs = group.repairs.borrow_mut();
+        let Some(repair) = repairs.get_mut(&key) else { return };
+        let Some(peer) = peer_to_ask(group, repair.attempts) else { return };
+        repair.attempts += 1;
+        repair.asked_tick = group.ticks.get();
+        let message = Message::RequestBatches {
+            replica: group.replication.membership.replica_id,
+            partition: key.0.packed(),
+            from_offset: repair.damaged.first_offset,
+            to_offset: repair.damaged.last_offset + 1,
+        };
+        group.network.send(peer, message);
+    }
+
+    /// Asks the next peer for every copy unanswered for a second; gives up on a batch no
+    /// peer sent an intact copy of in `REPAIR_ATTEMPTS` tries.
+    pub(super) fn chase_repairs(&self, group: &PartitionGroup<E>) {
+        let due = unanswered(&group.repairs.borrow(), group.ticks.get(), |r| (r.asked_tick, r.attempts));
+        for (key, attempts) in due {
+            if attempts >= REPAIR_ATTEMPTS {
+                group.repairs.borrow_mut().remove(&key);
+                tracing::error!(partition = %namespace_label(key.0), first_offset = key.1, "no peer sent an intact copy of a damaged batch; it stays unserved here");
+                continue;
+            }
+            self.ask_for_copy(group, key);
+        }
+    }
+
+    /// Batches a peer sent: the copy of a damaged batch asked for at `from_offset`, or
+    /// batches for a gap.
+    pub(super) async fn receive_batches(
+        &self,
+        group: &PartitionGroup<E>,
+        from: u8,
+        key: u64,
+        from_offset: u64,
+        bytes: &[u8],
+    ) {
+        let Some(namespace) = Namespace::from_packed(key) else { return };
+        let Some(repair) = group.repairs.borrow_mut().remove(&(namespace, from_offset)) else {
+            return self.fill_gap(group, from, key, from_offset, bytes).await;
+        };
+        let Ok(partition) = self.owned(namespace) else { return };
+        let mut log = partition.log.lock().await;
+        let copy = bytes.get(..repair.damaged.length as usize).unwrap_or_default();
+        match log.repair_batch(&self.storage, &repair.damaged, copy).await {
+            Ok(true) => {
+                tracing::info!(partition = %namespace_label(namespace), peer = from, first_offset = from_offset, file = %repair.damaged.file.display(), "repaired a damaged batch with a peer's copy");
+                return;
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot write a peer's copy of a damaged batch")
+            }
+        }
+        // Not intact, or not written: the next peer is asked at the next chase.
+        group.repairs.borrow_mut().insert((namespace, from_offset), repair);
+    }
+
     /// The partition a group op names, from the key its body starts with.
     pub(super) fn op_partition(body: &[u8]) -> Option<Namespace> {
         Namespace::from_packed(u64::from_le_bytes(body.get(..8)?.try_into().ok()?))
     }
+}
+
+/// The peer to ask on attempt `attempts`: the primary first, then each other one in turn.
+fn peer_to_ask<E: Env>(group: &PartitionGroup<E>, attempts: u32) -> Option<u8> {
+    let me = group.replication.membership.replica_id;
+    let count = group.replication.membership.replica_count;
+    let primary = {
+        let replica = group.replication.replica.borrow();
+        replica.primary_index(replica.view())
+    };
+    let peers: Vec<u8> = (0..count).map(|i| (primary + i) % count).filter(|&peer| peer != me).collect();
+    peers.get(attempts as usize % peers.len().max(1)).copied()
+}
+
+/// The requests of `asked` last sent `ASK_AGAIN_TICKS` or more before `tick`, with how
+/// many times each was sent (`sent` gives a request's tick and count).
+fn unanswered<K: Copy + Ord, T>(asked: &BTreeMap<K, T>, tick: u64, sent: impl Fn(&T) -> (u64, u32)) -> Vec<(K, u32)> {
+    asked
+        .iter()
+        .map(|(key, request)| (*key, sent(request)))
+        .filter(|(_, (asked_tick, _))| tick - asked_tick >= ASK_AGAIN_TICKS)
+        .map(|(key, (_, attempts))| (key, attempts))
+        .collect()
 }

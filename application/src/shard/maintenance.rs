@@ -220,6 +220,10 @@ impl<E: Env> Shard<E> {
                 "stored batch fails its checksum; it is never served"
             );
         }
+        // Every replica of a partition group holds the same bytes: a peer's copy repairs it.
+        if let Some(group) = self.group() {
+            self.ask_repair(group, namespace, damaged);
+        }
     }
 
     /// Retries the pending writes of partitions whose last write failed, so what they

@@ -223,8 +223,11 @@ pub struct Partition<S: Storage> {
     stats: Arc<PartitionStats>,
     /// Set when the partition is removed or closed at shutdown: later operations are refused.
     closed: Cell<bool>,
-    /// When the metadata created it (its incarnation in a partition group until a purge).
+    /// When the metadata created it.
     created_at: u64,
+    /// The newest incarnation this node's copy is in: its creation, or the group reset
+    /// (purge) that last emptied it.
+    incarnation: Cell<u64>,
 }
 
 impl<S: Storage> Partition<S> {

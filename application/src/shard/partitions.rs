@@ -27,6 +27,10 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
 
 /// The file in a partition's directory that names the incarnation it holds.
 const CREATED_AT_MARKER: &str = "created_at";
+/// The file naming the incarnation a partition group's reset (a purge) started it in, when
+/// that is newer than its creation: a reset replayed from the group's journal after a
+/// restart must not empty it again.
+const RESET_MARKER: &str = "reset_incarnation";
 
 async fn read_marker<S: Storage>(storage: &S, path: &std::path::Path) -> Option<u64> {
     use crate::ports::StorageFile;
@@ -66,18 +70,23 @@ impl<E: Env> Shard<E> {
     }
 
     /// Empties a partition's log and stored offsets. The purge removes its directory; the
-    /// `created_at` marker is written again, so a replayed creation still knows the files.
+    /// `created_at` marker is written again, so a replayed creation still knows the files,
+    /// and so is the incarnation of the group reset that asked for it, if one did.
     pub(super) async fn purge_partition(
         &self,
         namespace: Namespace,
         log: &mut PartitionLog<E::Storage>,
+        reset: Option<u64>,
     ) -> std::io::Result<()> {
         let dir = self.partition_dir(namespace);
         let marker = dir.join(CREATED_AT_MARKER);
         let recorded = read_marker(&self.storage, &marker).await;
         log.purge(&self.storage).await?;
-        match recorded {
-            Some(created_at) => write_marker(&self.storage, &dir, &marker, created_at).await,
+        if let Some(created_at) = recorded {
+            write_marker(&self.storage, &dir, &marker, created_at).await?;
+        }
+        match reset {
+            Some(incarnation) => write_marker(&self.storage, &dir, &dir.join(RESET_MARKER), incarnation).await,
             None => Ok(()),
         }
     }
@@ -106,12 +115,14 @@ impl<E: Env> Shard<E> {
         if recorded != Some(created_at) {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }
+        let reset = read_marker(&self.storage, &dir.join(RESET_MARKER)).await.unwrap_or(0);
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition = Rc::new(Partition {
             log: async_lock::Mutex::new(log),
             stats: stats.clone(),
             closed: Default::default(),
             created_at,
+            incarnation: std::cell::Cell::new(created_at.max(reset)),
         });
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);
@@ -244,7 +255,7 @@ impl<E: Env> Shard<E> {
                 Ok(Vec::new())
             }
             PartitionOp::Purge { .. } => {
-                self.purge_partition(namespace, log).await.map_err(io_failure("purging a partition"))?;
+                self.purge_partition(namespace, log, None).await.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
             PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {

@@ -225,8 +225,60 @@ async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero(
     send_round(&client, topic, "a round to the new topic", &mut next_id, &mut recreated).await?;
     eventually(TIMEOUT, "offsets from 0 in the new topic", || check_partitions(&client, topic, &recreated)).await?;
     every_node_holds(&cluster, "again", 10 * u64::from(PARTITIONS)).await?;
+    // A restart replays the resets from the group's journal: they empty nothing again.
+    cluster.nodes[1].restart()?;
+    eventually(TIMEOUT, "node 1 serves again", || async { messages_on(&cluster.addresses[1], "again").map(drop) })
+        .await?;
+    every_node_holds(&cluster, "again", 10 * u64::from(PARTITIONS)).await?;
     drop(client);
     stop_and_compare(&mut cluster)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_batch_on_one_replica_is_repaired_with_a_peers_copy() -> anyhow::Result<()> {
+    const SEGMENT_BYTES: u64 = 1 << 20;
+    let mut cluster = start()?;
+    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
+    let client = connect_root(&cluster.addresses[0]).await?;
+    let stream = client.create_stream("damage").await?.id;
+    let options =
+        TopicCreateOptions { segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)), ..rill_tests::topic_options(1) };
+    let topic = client.create_topic(&id(stream), "events", &options).await?.id;
+    // About 1.5 MiB: the first segment is sealed, so the scrubber reads it.
+    let sends = 13u128;
+    for send in 0..sends {
+        let mut batch: Vec<IggyMessage> =
+            (0..10).map(|i| message(send * 10 + i + 1, vec![(send + i) as u8; 12_000], None)).collect();
+        client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(0), &mut batch).await?;
+    }
+    every_node_holds(&cluster, "damage", 10 * sends as u64).await?;
+
+    // Node 2 stops; one byte in the middle of its sealed segment flips; it starts again.
+    cluster.nodes[2].stop_graceful()?;
+    let sealed = cluster.nodes[2]
+        .data_dir()
+        .join(format!("streams/{stream}/topics/{topic}/partitions/0/00000000000000000000.log"));
+    let mut bytes = std::fs::read(&sealed)?;
+    anyhow::ensure!(bytes.len() as u64 >= SEGMENT_BYTES / 2, "{} holds {} bytes", sealed.display(), bytes.len());
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&sealed, bytes)?;
+    cluster.nodes[2].restart()?;
+    eventually(TIMEOUT, "node 2's scrubber finds the damage and a peer's copy repairs it", || async {
+        let logs = std::fs::read_to_string(cluster.nodes[2].data_dir().join("logs/rill.log")).unwrap_or_default();
+        let last: Vec<&str> = logs.lines().rev().take(10).collect();
+        anyhow::ensure!(
+            logs.contains("repaired a damaged batch with a peer's copy"),
+            "not yet; its last lines {last:?}"
+        );
+        Ok(())
+    })
+    .await?;
+    drop(client);
+    let files = stop_and_compare(&mut cluster)?;
+    let segments = files.keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
+    assert!(segments >= 2, "a sealed segment and the active one: {:?}", files.keys());
     Ok(())
 }
 
