@@ -122,6 +122,24 @@ impl<E: Env> PartitionGroup<E> {
         }
     }
 
+    /// Sends the prepares among `effects` before anything else is carried out: the primary's
+    /// own journal write (which comes first) then overlaps the backups' instead of delaying
+    /// them by an fsync. Safe: a prepare asks for a vote, and the primary counts its own only
+    /// once its write is done. Every other effect keeps its order (a view-change message must
+    /// follow the superblock write before it).
+    fn send_prepares_first(&self, effects: &mut VecDeque<Effect>) {
+        if !effects.iter().any(|e| matches!(e, Effect::Send { message: Message::Prepare { .. }, .. })) {
+            return;
+        }
+        effects.retain(|effect| match effect {
+            Effect::Send { to, message: message @ Message::Prepare { .. } } => {
+                self.network.send(*to, message.clone());
+                false
+            }
+            _ => true,
+        });
+    }
+
     fn fail_waiters(&self, code: ErrorCode, keep: impl Fn(&Waiter) -> bool) {
         let mut waiters = self.waiters.borrow_mut();
         let failed: Vec<u128> = waiters.iter().filter(|(_, w)| !keep(w)).map(|(c, _)| *c).collect();
@@ -251,6 +269,7 @@ impl<E: Env> Shard<E> {
 
     async fn carry_out_group(&self, group: &PartitionGroup<E>, effects: Vec<Effect>) {
         let mut queue: VecDeque<Effect> = effects.into();
+        group.send_prepares_first(&mut queue);
         while let Some(effect) = queue.pop_front() {
             let mut more = Vec::new();
             let written = match effect {
@@ -304,6 +323,7 @@ impl<E: Env> Shard<E> {
                 return;
             }
             queue.extend(more);
+            group.send_prepares_first(&mut queue);
         }
         // A checkpoint replaced the state: the offset files follow it now, the logs as soon
         // as their gaps are filled.
