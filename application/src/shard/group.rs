@@ -328,6 +328,7 @@ impl<E: Env> Shard<E> {
         // A checkpoint replaced the state: the offset files follow it now, the logs as soon
         // as their gaps are filled.
         if group.replica().state_machine_mut().take_restored() {
+            self.adopt_incarnations(group).await;
             self.adopt_group_offsets(group).await;
             if group.blocked.borrow().is_empty() {
                 self.find_gaps(group).await;
@@ -452,9 +453,10 @@ impl<E: Env> Shard<E> {
         }
         if base_offset > log.next_offset() {
             // Offsets below it were committed while this node was too far behind to get them
-            // from the journal: they come from a peer first, and this send waits for them.
+            // from the journal: they come from a peer first, and this send waits for them
+            // (unless no peer sent them for a minute: then it is skipped here).
             self.note_gap(group, namespace, log.next_offset(), base_offset);
-            return false;
+            return group.gaps.borrow().get(&namespace).is_some_and(|gap| gap.exhausted());
         }
         let stored = match self.seal(PoolSlice::plain(batch.to_vec())) {
             Ok(stored) => stored,
@@ -493,7 +495,8 @@ impl<E: Env> Shard<E> {
                 return;
             };
             if !self.apply_committed(group, &entry, applying).await {
-                let filling = Self::op_partition(&entry.body).is_some_and(|ns| group.gaps.borrow().contains_key(&ns));
+                let filling = Self::op_partition(&entry.body)
+                    .is_some_and(|ns| group.gaps.borrow().get(&ns).is_some_and(|gap| !gap.exhausted()));
                 if filling || group.ticks.get() - since_tick < APPLY_WAIT_TICKS {
                     return;
                 }

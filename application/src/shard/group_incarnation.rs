@@ -13,9 +13,9 @@ use rill_domain::partition_group;
 use rill_domain::vsr::Entry;
 use rill_domain::wire::codes::operation;
 
-use super::Shard;
 use super::group::PartitionGroup;
 use super::maintenance::namespace_label;
+use super::{Partition, Shard};
 use crate::ports::{Env, ShardReply};
 
 impl<E: Env> Shard<E> {
@@ -26,8 +26,14 @@ impl<E: Env> Shard<E> {
         group: &PartitionGroup<E>,
         namespace: Namespace,
     ) -> Result<(), ErrorCode> {
-        let created_at = self.owned(namespace)?.created_at;
+        let partition = self.owned(namespace)?;
         let known = group.replica().state_machine().state().incarnation(namespace.packed());
+        // The group knows a newer incarnation than this copy: a purge or a creation this
+        // node has not applied yet. Writing now would put this node's stale view into it.
+        if known > partition.incarnation.get() {
+            return Err(ErrorCode::TransientNotAccepted);
+        }
+        let created_at = partition.created_at;
         if known >= created_at {
             return Ok(());
         }
@@ -44,8 +50,13 @@ impl<E: Env> Shard<E> {
         namespace: Namespace,
         incarnation: u64,
     ) -> ShardReply {
-        self.submit(group, operation::RESET_PARTITION, partition_group::reset_body(namespace.packed(), incarnation))
-            .await?;
+        // Another node's reset for the same purge committed already (the usual case for all
+        // but the first node to apply the purge): nothing to wait for.
+        let known = group.replica().state_machine().state().incarnation(namespace.packed());
+        if known < incarnation {
+            let body = partition_group::reset_body(namespace.packed(), incarnation);
+            self.submit(group, operation::RESET_PARTITION, body).await?;
+        }
         Ok(Vec::new())
     }
 
@@ -57,20 +68,46 @@ impl<E: Env> Shard<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
+        // Replayed from the journal after a restart, this copy is in that incarnation already.
+        self.start_again(group, namespace, &partition, incarnation).await;
+        true
+    }
+
+    /// A checkpoint installed from a peer may be of a newer incarnation than a partition's
+    /// copy here (a purge or recreation this node missed): that copy is emptied first, so
+    /// the gaps found next are filled with the new incarnation's batches only.
+    pub(super) async fn adopt_incarnations(&self, group: &PartitionGroup<E>) {
+        for (namespace, partition) in self.owned_partitions() {
+            let incarnation = group.replica().state_machine().state().incarnation(namespace.packed());
+            self.start_again(group, namespace, &partition, incarnation).await;
+        }
+    }
+
+    /// Empties this node's copy of a partition into `incarnation`, unless it is in that one
+    /// or a newer one already.
+    async fn start_again(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+        incarnation: u64,
+    ) {
+        if incarnation <= partition.incarnation.get() {
+            return;
+        }
         let mut log = partition.log.lock().await;
-        // Replayed from the journal after a restart: this copy is in that incarnation already.
         if partition.closed.get() || incarnation <= partition.incarnation.get() {
-            return true;
+            return;
         }
         match self.purge_partition(namespace, &mut log, Some(incarnation)).await {
             Ok(()) => partition.incarnation.set(incarnation),
             Err(error) => {
-                tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group reset")
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group started again")
             }
         }
         partition.refresh(&log);
         partition.publish_offsets(&log);
         group.gaps.borrow_mut().remove(&namespace);
-        true
+        group.repairs.borrow_mut().retain(|(named, _), _| *named != namespace);
     }
 }

@@ -35,6 +35,13 @@ pub(super) struct Gap {
     attempts: u32,
 }
 
+impl Gap {
+    /// Asked of every peer long enough: sends behind it no longer wait for it.
+    pub(super) fn exhausted(&self) -> bool {
+        self.attempts >= GAP_ATTEMPTS
+    }
+}
+
 /// Gaps by partition.
 pub(super) type Gaps = BTreeMap<Namespace, Gap>;
 
@@ -51,6 +58,10 @@ pub(super) type Repairs = BTreeMap<(Namespace, u64), Repair>;
 /// Peers asked for an intact copy of a damaged batch before giving up (until it is found
 /// damaged again).
 const REPAIR_ATTEMPTS: u32 = 10;
+/// Requests for a gap's batches (a minute's worth) before the sends waiting on it are given
+/// up on this node: no peer has them (retention removed them), and the group's other
+/// partitions must not wait forever. The gap is still asked for, every second.
+const GAP_ATTEMPTS: u32 = 60;
 
 /// A request for batches unanswered this long (1 s) is sent again, to the next peer.
 const ASK_AGAIN_TICKS: u64 = 1_000 / TICK_MS;
@@ -108,6 +119,9 @@ impl<E: Env> Shard<E> {
                 group.gaps.borrow_mut().remove(&namespace);
                 continue;
             };
+            if attempts == GAP_ATTEMPTS {
+                tracing::error!(partition = %namespace_label(namespace), attempts, "no peer sent the batches this node lacks; committed sends to the partition are skipped here until one does");
+            }
             let next_offset = partition.log.lock().await.next_offset();
             if attempts % 10 == 9 {
                 tracing::warn!(partition = %namespace_label(namespace), attempts, from = next_offset, "no peer has sent the batches this node lacks yet; asking again");
@@ -289,24 +303,23 @@ impl<E: Env> Shard<E> {
         bytes: &[u8],
     ) {
         let Some(namespace) = Namespace::from_packed(key) else { return };
-        let Some(repair) = group.repairs.borrow_mut().remove(&(namespace, from_offset)) else {
+        let Some(damaged) = group.repairs.borrow().get(&(namespace, from_offset)).map(|r| r.damaged.clone()) else {
             return self.fill_gap(group, from, key, from_offset, bytes).await;
         };
         let Ok(partition) = self.owned(namespace) else { return };
         let mut log = partition.log.lock().await;
-        let copy = bytes.get(..repair.damaged.length as usize).unwrap_or_default();
-        match log.repair_batch(&self.storage, &repair.damaged, copy).await {
+        let copy = bytes.get(..damaged.length as usize).unwrap_or_default();
+        // Not intact, or not written: the next peer is asked at the next chase.
+        match log.repair_batch(&self.storage, &damaged, copy).await {
             Ok(true) => {
-                tracing::info!(partition = %namespace_label(namespace), peer = from, first_offset = from_offset, file = %repair.damaged.file.display(), "repaired a damaged batch with a peer's copy");
-                return;
+                group.repairs.borrow_mut().remove(&(namespace, from_offset));
+                tracing::info!(partition = %namespace_label(namespace), peer = from, first_offset = from_offset, file = %damaged.file.display(), "repaired a damaged batch with a peer's copy");
             }
             Ok(false) => {}
             Err(error) => {
                 tracing::error!(%error, partition = %namespace_label(namespace), "cannot write a peer's copy of a damaged batch")
             }
         }
-        // Not intact, or not written: the next peer is asked at the next chase.
-        group.repairs.borrow_mut().insert((namespace, from_offset), repair);
     }
 
     /// The partition a group op names, from the key its body starts with.
