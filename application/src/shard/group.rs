@@ -128,7 +128,11 @@ impl<E: Env> PartitionGroup<E> {
     /// once its write is done. Every other effect keeps its order (a view-change message must
     /// follow the superblock write before it).
     fn send_prepares_first(&self, effects: &mut VecDeque<Effect>) {
-        if !effects.iter().any(|e| matches!(e, Effect::Send { message: Message::Prepare { .. }, .. })) {
+        let sends = |kind: fn(&Message) -> bool| {
+            effects.iter().any(|e| matches!(e, Effect::Send { message, .. } if kind(message)))
+        };
+        // A new primary's prepares follow its StartView, or backups would ask for the view.
+        if !sends(|m| matches!(m, Message::Prepare { .. })) || sends(|m| matches!(m, Message::StartView { .. })) {
             return;
         }
         effects.retain(|effect| match effect {

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use iggy::prelude::*;
 use rill_tests::proxy::{ReplicaProxy, Rule};
-use rill_tests::{connect_root, create_stream_and_topic, free_ports, id};
+use rill_tests::{create_stream_and_topic, free_ports, id};
 
-use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with};
+use crate::cluster::{Cluster, eventually, start_cluster_with};
 use crate::partition_groups::{
-    PARTITIONS, SHARDS, TIMEOUT, check_partitions, every_node_holds, messages_on, send_round, stop_and_compare,
+    PARTITIONS, SHARDS, TIMEOUT, check_partitions, client_once_committing, every_node_holds, messages_on, send_round,
+    stop_and_compare,
 };
 
 /// Three replicating nodes whose rosters name the proxies; each listens behind its own.
@@ -55,8 +56,7 @@ fn heal(proxies: &[ReplicaProxy]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_cut_off_catches_up_by_state_transfer_and_a_cut_off_primary_is_replaced() -> anyhow::Result<()> {
     let (mut cluster, proxies) = start()?;
-    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
-    let client = connect_root(&cluster.addresses[0]).await?;
+    let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "faults", "events", PARTITIONS).await?;
     let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
     let mut next_id = 1u128;

@@ -119,8 +119,7 @@ pub(crate) fn partition_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() -> anyhow::Result<()> {
     let mut cluster = start()?;
-    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
-    let client = connect_root(&cluster.addresses[0]).await?;
+    let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "replicated", "events", PARTITIONS).await?;
 
     let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
@@ -196,8 +195,7 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero() -> anyhow::Result<()> {
     let mut cluster = start()?;
-    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
-    let client = connect_root(&cluster.addresses[0]).await?;
+    let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "again", "events", PARTITIONS).await?;
     let mut next_id = 1u128;
     let mut before: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
@@ -239,8 +237,7 @@ async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero(
 async fn a_damaged_batch_on_one_replica_is_repaired_with_a_peers_copy() -> anyhow::Result<()> {
     const SEGMENT_BYTES: u64 = 1 << 20;
     let mut cluster = start()?;
-    eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
-    let client = connect_root(&cluster.addresses[0]).await?;
+    let client = client_once_committing(&cluster).await?;
     let stream = client.create_stream("damage").await?.id;
     let options =
         TopicCreateOptions { segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)), ..rill_tests::topic_options(1) };
@@ -280,6 +277,12 @@ async fn a_damaged_batch_on_one_replica_is_repaired_with_a_peers_copy() -> anyho
     let segments = files.keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
     assert!(segments >= 2, "a sealed segment and the active one: {:?}", files.keys());
     Ok(())
+}
+
+/// A root client on node 0 (the first metadata primary), once the cluster commits.
+pub(crate) async fn client_once_committing(cluster: &Cluster) -> anyhow::Result<IggyClient> {
+    eventually(TIMEOUT, "the cluster commits", || create_through_any(cluster, &[0], "warm-up")).await?;
+    connect_root(&cluster.addresses[0]).await
 }
 
 /// Stops every node gracefully (flushing) and checks that all of them hold the same
