@@ -3,9 +3,11 @@
 //! a password takes tens of milliseconds, so callers run it through the `Offload` port,
 //! off the shard's event loop. Checks reuse Argon2's working memory (a few arenas kept
 //! process-wide): 19 MiB allocated afresh per login are fresh pages, faulted in one by one,
-//! which cost about a fifth of each check.
+//! which cost about a fifth of each check. A password that verified is remembered for a
+//! while as a keyed hash, so a client that reconnects does not pay Argon2id again.
 
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use argon2::password_hash::rand_core::{OsRng, RngCore};
 use argon2::password_hash::{Output, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -41,11 +43,68 @@ pub fn hash_password(password: &str) -> String {
     hasher().hash_password(password.as_bytes(), &salt).expect("argon2 accepts any password").to_string()
 }
 
-/// Checks a password against a stored hash.
+/// Checks a password against a stored hash: a pair that verified within
+/// `VERIFIED_FOR` is answered from the cache of verified logins, anything else by Argon2.
 pub fn verify_password(hash: &str, password: &str) -> bool {
+    static VERIFIED: OnceLock<Mutex<VerifiedLogins>> = OnceLock::new();
+    let verified = VERIFIED.get_or_init(|| Mutex::new(VerifiedLogins::new()));
+    let now = Instant::now();
+    if verified.lock().is_ok_and(|mut cache| cache.contains(hash, password, now)) {
+        return true;
+    }
     let Ok(parsed) = PasswordHash::new(hash) else { return false };
-    verify_in_kept_memory(&parsed, password.as_bytes())
-        .unwrap_or_else(|| hasher().verify_password(password.as_bytes(), &parsed).is_ok())
+    let right = verify_in_kept_memory(&parsed, password.as_bytes())
+        .unwrap_or_else(|| hasher().verify_password(password.as_bytes(), &parsed).is_ok());
+    if right && let Ok(mut cache) = verified.lock() {
+        cache.insert(hash, password, now);
+    }
+    right
+}
+
+/// How long a verified (hash, password) pair is remembered.
+const VERIFIED_FOR: Duration = Duration::from_secs(600);
+/// Pairs remembered at most; past that the one closest to expiry goes.
+const VERIFIED_KEPT: usize = 256;
+
+/// Pairs of stored hash and password that verified recently, each kept only as BLAKE3
+/// keyed by a random per-process key, with its expiry. Only successes enter, so a wrong
+/// guess always costs the full Argon2id check and the failure delay; the stored hash is
+/// part of the key, so a changed password or a recreated user never matches an old entry.
+struct VerifiedLogins {
+    key: [u8; 32],
+    entries: Vec<([u8; 32], Instant)>,
+}
+
+impl VerifiedLogins {
+    fn new() -> Self {
+        let mut key = [0u8; 32];
+        OsRng.fill_bytes(&mut key);
+        Self { key, entries: Vec::new() }
+    }
+
+    fn digest(&self, hash: &str, password: &str) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new_keyed(&self.key);
+        hasher.update(&(hash.len() as u64).to_le_bytes()).update(hash.as_bytes()).update(password.as_bytes());
+        *hasher.finalize().as_bytes()
+    }
+
+    fn contains(&mut self, hash: &str, password: &str, now: Instant) -> bool {
+        self.entries.retain(|(_, expiry)| *expiry > now);
+        let digest = self.digest(hash, password);
+        // `blake3::Hash` compares in constant time.
+        self.entries.iter().any(|(kept, _)| blake3::Hash::from_bytes(*kept) == blake3::Hash::from_bytes(digest))
+    }
+
+    fn insert(&mut self, hash: &str, password: &str, now: Instant) {
+        let digest = self.digest(hash, password);
+        self.entries.retain(|(kept, expiry)| *expiry > now && *kept != digest);
+        if self.entries.len() >= VERIFIED_KEPT
+            && let Some(oldest) = (0..self.entries.len()).min_by_key(|&i| self.entries[i].1)
+        {
+            self.entries.swap_remove(oldest);
+        }
+        self.entries.push((digest, now + VERIFIED_FOR));
+    }
 }
 
 /// The check of `verify_password` in a kept arena; `None` for a hash it does not take
@@ -132,6 +191,30 @@ mod tests {
         assert_eq!(verify_in_kept_memory(&PasswordHash::new(&hash).unwrap(), b"pw"), None);
         assert!(verify_password(&hash, "pw") && !verify_password(&hash, "px"));
         assert!(ARENAS.lock().unwrap().len() <= ARENAS_KEPT);
+    }
+
+    #[test]
+    fn verified_logins_are_remembered_only_for_their_hash_password_and_while() {
+        let mut cache = VerifiedLogins::new();
+        let now = Instant::now();
+        assert!(!cache.contains("$h1", "pw", now));
+        cache.insert("$h1", "pw", now);
+        assert!(cache.contains("$h1", "pw", now + Duration::from_secs(1)));
+        assert!(!cache.contains("$h1", "pW", now), "another password");
+        assert!(!cache.contains("$h2", "pw", now), "another stored hash (a changed password)");
+        // The length prefix keeps the split between hash and password unambiguous.
+        assert!(!cache.contains("$h", "1pw", now));
+        assert!(!cache.contains("$h1", "pw", now + VERIFIED_FOR), "expired");
+        assert!(cache.entries.is_empty(), "expired entries are dropped");
+        for i in 0..VERIFIED_KEPT + 10 {
+            cache.insert(&format!("$h{i}"), "pw", now + Duration::from_millis(i as u64));
+        }
+        assert_eq!(cache.entries.len(), VERIFIED_KEPT);
+        let later = now + Duration::from_secs(1);
+        assert!(!cache.contains("$h0", "pw", later), "the oldest went first");
+        assert!(cache.contains(&format!("$h{}", VERIFIED_KEPT + 9), "pw", later));
+        // Another process's key gives other digests.
+        assert_ne!(VerifiedLogins::new().digest("$h1", "pw"), cache.digest("$h1", "pw"));
     }
 
     #[test]

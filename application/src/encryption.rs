@@ -210,7 +210,7 @@ mod tests {
         // The same body under another message id does not open.
         let mut moved = sealed.clone();
         moved[BATCH_HEADER_SIZE + 8] ^= 1;
-        let checksum = xxhash_rust::xxh3::xxh3_64(&moved[BATCH_HEADER_SIZE + 8..]);
+        let checksum = rill_domain::checksum::xxh3_64(&moved[BATCH_HEADER_SIZE + 8..]);
         moved[BATCH_HEADER_SIZE..BATCH_HEADER_SIZE + 8].copy_from_slice(&checksum.to_le_bytes());
         assert_eq!(encryptor.open_records(&moved, &mut Vec::new()), Err(ErrorCode::CannotDecryptData));
         let nonces: std::collections::BTreeSet<[u8; NONCE]> = (0..1000).map(|_| encryptor.next_nonce()).collect();

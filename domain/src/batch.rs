@@ -2,10 +2,11 @@
 //! message header, the payload, then the user headers. The same bytes arrive in a send,
 //! sit in the `.log` file and go out in a poll reply.
 
+use crate::checksum::xxh3_64;
 use crate::constants::{BATCH_HEADER_SIZE, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE, MESSAGE_HEADER_SIZE};
 use crate::error::ErrorCode;
 use crate::wire::tlv;
-use xxhash_rust::xxh3::{Xxh3, xxh3_64};
+use xxhash_rust::xxh3::Xxh3;
 
 const OFF_PARTITION_ID: usize = 0;
 const OFF_BASE_OFFSET: usize = 8;

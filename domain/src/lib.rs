@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod batch;
+pub mod checksum;
 pub mod constants;
 pub mod consumer_group;
 pub mod cpu_allocation;

@@ -234,7 +234,7 @@ impl StateMachine for PartitionGroupState {
     }
 
     fn digest(&self) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(&self.snapshot())
+        crate::checksum::xxh3_64(&self.snapshot())
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh3::xxh3_64;
+use rill_domain::checksum::xxh3_64;
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};

@@ -15,8 +15,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rill_domain::checksum::xxh3_64;
 use rill_domain::vsr::{Checkpoint, Durable, Entry, EntryError, Superblock};
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};

@@ -7,7 +7,7 @@
 //! and never allocates out of proportion to its input; whether the content makes sense (chains,
 //! replica ids) is the replica's job when the message arrives.
 
-use xxhash_rust::xxh3::xxh3_128;
+use crate::checksum::xxh3_128;
 
 use super::entry::{Checkpoint, Entry, EntryError};
 use super::message::{LogSuffix, Message};

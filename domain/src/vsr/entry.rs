@@ -1,7 +1,7 @@
 //! A journal entry (one prepared operation and its link in the log's hash chain), a checkpoint
 //! of the applied state, and the checksummed byte formats an adapter stores them in.
 
-use xxhash_rust::xxh3::{Xxh3, xxh3_128};
+use crate::checksum::xxh3_128;
 
 /// Checksum of the virtual entry before op 1: the root of every replica's hash chain.
 pub const ROOT_CHECKSUM: u128 = 0;
@@ -57,10 +57,7 @@ impl Entry {
     }
 
     pub fn compute_checksum(&self) -> u128 {
-        let mut hasher = Xxh3::new();
-        hasher.update(&self.header_bytes());
-        hasher.update(&self.body);
-        hasher.digest128()
+        crate::checksum::xxh3_128_parts(&[&self.header_bytes(), &self.body])
     }
 
     /// Whether the stored checksum matches the content (and the body is within bounds).

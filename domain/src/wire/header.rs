@@ -79,7 +79,7 @@ impl RequestHeader {
 
     /// XXH3-64 of the body, zero-extended, as the client stamps it. Zero means "not stamped".
     pub fn checksum_matches(&self, body: &[u8]) -> bool {
-        self.request_checksum == 0 || self.request_checksum == xxhash_rust::xxh3::xxh3_64(body) as u128
+        self.request_checksum == 0 || self.request_checksum == crate::checksum::xxh3_64(body) as u128
     }
 }
 
