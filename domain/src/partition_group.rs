@@ -16,8 +16,12 @@
 //!   and the op changes nothing otherwise. An incarnation is the metadata timestamp of what
 //!   (re)started the partition, its creation or a purge, the same on every node, so every
 //!   node may submit the same reset and only the first to commit takes effect;
+//! - `DELETE_SEGMENTS` (138): `[partition u64][below u64]`: every replica deletes its sealed
+//!   segments that end at or below offset `below` (the start of the first segment the node
+//!   that took the request keeps), so replicas whose segments split differently never delete
+//!   a message at or above it; the replicated state is unchanged;
 //!
-//! all three replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
+//! all but the send replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
 //! then unchanged.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,7 +72,7 @@ pub fn parse_send_reply(reply: &[u8]) -> Option<(u64, u64)> {
     (reply.len() == 20 && word(reply, 0)? == 0).then_some((long(reply, 4)?, long(reply, 12)?))
 }
 
-/// A reset body's partition and incarnation.
+/// A reset body's partition and incarnation, or a segment deletion's partition and offset.
 pub fn parse_reset_body(body: &[u8]) -> Option<(u64, u64)> {
     (body.len() == 16).then_some((long(body, 0)?, long(body, 8)?))
 }
@@ -142,6 +146,7 @@ impl PartitionGroupState {
                 }
                 Ok(None)
             }
+            operation::DELETE_SEGMENTS => parse_reset_body(body).map(|_| None).ok_or(ErrorCode::InvalidFormat),
             _ => Err(ErrorCode::InvalidCommand),
         }
     }
@@ -257,6 +262,11 @@ pub fn reset_body(partition: u64, incarnation: u64) -> Vec<u8> {
     [partition.to_le_bytes(), incarnation.to_le_bytes()].concat()
 }
 
+/// A `DELETE_SEGMENTS` body: the same layout as a reset's.
+pub fn delete_segments_body(partition: u64, below: u64) -> Vec<u8> {
+    reset_body(partition, below)
+}
+
 pub fn delete_offset_body(partition: u64, consumer: ConsumerKey) -> Vec<u8> {
     let mut body = partition.to_le_bytes().to_vec();
     body.push(consumer.0);
@@ -344,6 +354,16 @@ mod tests {
         for cut in snapshot.len() - 19..snapshot.len() {
             assert_eq!(PartitionGroupState::default().restore(&snapshot[..cut]), Err(InvalidSnapshot), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_segment_deletion_is_checked_and_changes_no_state() {
+        let mut state = PartitionGroupState::default();
+        state.apply_op(operation::SEND_MESSAGES, &send_body(2, 5, b"x")).unwrap();
+        let before = state.clone();
+        assert_eq!(state.apply_op(operation::DELETE_SEGMENTS, &delete_segments_body(2, 3)), Ok(None));
+        assert_eq!(state, before, "offsets go on from where they were");
+        assert_eq!(state.apply_op(operation::DELETE_SEGMENTS, &[0; 17]), Err(ErrorCode::InvalidFormat));
     }
 
     #[test]

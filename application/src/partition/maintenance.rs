@@ -124,6 +124,20 @@ impl<S: Storage> PartitionLog<S> {
         Ok(detached)
     }
 
+    /// Where the partition would start after its `count` oldest sealed segments went: the
+    /// start of the first segment kept (the active one at most).
+    pub fn start_after_oldest(&self, count: u32) -> u64 {
+        let kept = (count as usize).min(self.segments.len().saturating_sub(1));
+        self.segments.get(kept).map_or(self.first_offset(), |segment| segment.start_offset)
+    }
+
+    /// Deletes the sealed segments that end at or below offset `below` (a replicated
+    /// DELETE_SEGMENTS): a segment holding `below` or anything after it stays.
+    pub async fn delete_segments_below(&mut self, storage: &S, below: u64) -> io::Result<Detached> {
+        let whole = self.segments.windows(2).take_while(|pair| pair[1].start_offset <= below).count();
+        self.delete_segments(storage, whole as u32).await
+    }
+
     /// Deletes the oldest `count` sealed segments now (DELETE_SEGMENTS); returns how many.
     pub async fn delete_segments(&mut self, storage: &S, count: u32) -> io::Result<Detached> {
         let detached = self.detach_oldest(storage, count as usize).await?;

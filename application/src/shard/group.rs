@@ -60,6 +60,8 @@ enum Applying {
     Offset,
     /// A reset that started the partition again.
     Reset,
+    /// Sealed segments ending at or below an offset go.
+    DeleteSegments,
     Nothing,
 }
 
@@ -373,6 +375,7 @@ impl<E: Env> Shard<E> {
                 (operation::SEND_MESSAGES, Some((key, base_offset))) => Applying::Send(key, base_offset),
                 (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => Applying::Offset,
                 (operation::RESET_PARTITION, _) if outcome.is_some_and(|o| o.reset) => Applying::Reset,
+                (operation::DELETE_SEGMENTS, _) => Applying::DeleteSegments,
                 _ => Applying::Nothing,
             };
             let waiting = !group.blocked.borrow().is_empty();
@@ -390,6 +393,7 @@ impl<E: Env> Shard<E> {
             Applying::Send(key, base_offset) => self.apply_send(group, entry, (key, base_offset)).await,
             Applying::Offset => self.apply_offset(entry).await,
             Applying::Reset => self.apply_reset(group, entry).await,
+            Applying::DeleteSegments => self.apply_delete_segments(entry).await,
             Applying::Nothing => true,
         }
     }
@@ -440,6 +444,27 @@ impl<E: Env> Shard<E> {
             tracing::error!(%error, partition = %namespace_label(namespace), "a committed consumer offset cannot be stored on this node");
         }
         partition.publish_offsets(&log);
+        true
+    }
+
+    /// Deletes this node's sealed segments below a committed DELETE_SEGMENTS offset.
+    async fn apply_delete_segments(&self, entry: &Entry) -> bool {
+        let Some((key, below)) = partition_group::parse_reset_body(&entry.body) else { return true };
+        let target = self.commit_target(key);
+        let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
+        let mut log = partition.log.lock().await;
+        if !partition.closed.get() {
+            match log.delete_segments_below(&self.storage, below).await {
+                Ok(detached) => {
+                    let deleted = detached.segments as u64;
+                    self.shared.telemetry.data.retention_segments.fetch_add(deleted, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::error!(%error, partition = %namespace_label(namespace), "committed segment deletion failed on this node")
+                }
+            }
+            partition.refresh(&log);
+        }
         true
     }
 

@@ -172,6 +172,13 @@ impl<E: Env> Shard<E> {
                 self.owned(namespace)?;
                 return self.replicate_offset(group, namespace, key, None).await.map(Reply::Body);
             }
+            PartitionOp::DeleteSegments { count } if let Some(group) = self.group() => {
+                let partition = self.owned(namespace)?;
+                let below = partition.log.lock().await.start_after_oldest(count);
+                let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below);
+                let operation = rill_domain::wire::codes::operation::DELETE_SEGMENTS;
+                return self.submit(group, operation, body).await.map(|_| Reply::Body(Vec::new()));
+            }
             PartitionOp::Purge { incarnation } if let Some(group) = self.group() => {
                 self.owned(namespace)?;
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);

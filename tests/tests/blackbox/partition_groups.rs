@@ -235,20 +235,11 @@ async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_batch_on_one_replica_is_repaired_with_a_peers_copy() -> anyhow::Result<()> {
-    const SEGMENT_BYTES: u64 = 1 << 20;
     let mut cluster = start()?;
     let client = client_once_committing(&cluster).await?;
-    let stream = client.create_stream("damage").await?.id;
-    let options =
-        TopicCreateOptions { segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)), ..rill_tests::topic_options(1) };
-    let topic = client.create_topic(&id(stream), "events", &options).await?.id;
     // About 1.5 MiB: the first segment is sealed, so the scrubber reads it.
-    let sends = 13u128;
-    for send in 0..sends {
-        let mut batch: Vec<IggyMessage> =
-            (0..10).map(|i| message(send * 10 + i + 1, vec![(send + i) as u8; 12_000], None)).collect();
-        client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(0), &mut batch).await?;
-    }
+    let sends = 13;
+    let (stream, topic) = fill_segments(&client, "damage", sends).await?;
     every_node_holds(&cluster, "damage", 10 * sends as u64).await?;
 
     // Node 2 stops; one byte in the middle of its sealed segment flips; it starts again.
@@ -277,6 +268,62 @@ async fn a_damaged_batch_on_one_replica_is_repaired_with_a_peers_copy() -> anyho
     let segments = files.keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
     assert!(segments >= 2, "a sealed segment and the active one: {:?}", files.keys());
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_segments_go_on_every_replica_from_a_request_to_any_node() -> anyhow::Result<()> {
+    let mut cluster = start()?;
+    let client = client_once_committing(&cluster).await?;
+    // About 2.5 MiB: two sealed segments and the active one.
+    let sends = 21;
+    let (stream, topic) = fill_segments(&client, "trim", sends).await?;
+    every_node_holds(&cluster, "trim", 10 * sends as u64).await?;
+
+    // The oldest segment goes, asked of node 2: every replica deletes the same one.
+    let elsewhere = connect_root(&cluster.addresses[2]).await?;
+    elsewhere.delete_segments(&id(stream), &id(topic), 0, 1).await?;
+    let first = format!("streams/{stream}/topics/{topic}/partitions/0/00000000000000000000.log");
+    eventually(TIMEOUT, "every node deleted its oldest segment", || async {
+        let left: Vec<usize> =
+            (0..cluster.nodes.len()).filter(|&n| cluster.nodes[n].data_dir().join(&first).exists()).collect();
+        anyhow::ensure!(left.is_empty(), "nodes {left:?} still hold {first}");
+        let counts: Vec<u64> =
+            cluster.addresses.iter().map(|a| messages_on(a, "trim")).collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(
+            counts.iter().all(|&c| c == counts[0]) && counts[0] < 10 * sends as u64 && counts[0] > 0,
+            "messages per node {counts:?}"
+        );
+        Ok(())
+    })
+    .await?;
+    // Offsets go on where they were: the next send lands after the deleted ones.
+    let mut batch = vec![message(10_000, b"after".to_vec(), None)];
+    client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(0), &mut batch).await?;
+    let polled = poll_all(&client, &id(stream), &id(topic), 0).await?;
+    let last = polled.last().map(|m| (m.header.offset, m.header.id));
+    assert_eq!(last, Some((10 * sends as u64, 10_000)), "the send after the deletion");
+    assert!(polled[0].header.offset > 0, "polls start past the deleted segment");
+    drop((client, elsewhere));
+    stop_and_compare(&mut cluster)?;
+    Ok(())
+}
+
+/// Size of the segments `fill_segments` writes.
+const SEGMENT_BYTES: u64 = 1 << 20;
+
+/// A stream `name` with one single-partition topic of 1 MiB segments, sent `sends` batches
+/// of ten 12 KB messages (ids from 1); its stream and topic ids.
+async fn fill_segments(client: &IggyClient, name: &str, sends: u128) -> anyhow::Result<(u32, u32)> {
+    let stream = client.create_stream(name).await?.id;
+    let options =
+        TopicCreateOptions { segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)), ..rill_tests::topic_options(1) };
+    let topic = client.create_topic(&id(stream), "events", &options).await?.id;
+    for send in 0..sends {
+        let mut batch: Vec<IggyMessage> =
+            (0..10).map(|i| message(send * 10 + i + 1, vec![(send + i) as u8; 12_000], None)).collect();
+        client.send_messages(&id(stream), &id(topic), &Partitioning::partition_id(0), &mut batch).await?;
+    }
+    Ok((stream, topic))
 }
 
 /// A root client on node 0 (the first metadata primary), once the cluster commits.
