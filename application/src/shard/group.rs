@@ -40,6 +40,9 @@ const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
 /// How long a committed send waits for its partition to open here (5 s): the topic's
 /// creation commits in the metadata log, which this node may apply a little later.
 const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
+/// How long the primary's answer to a forwarded op is held for this node's own commit of
+/// it (1 s), after which the client gets it anyway.
+const HOLD_TICKS: u64 = 1_000 / TICK_MS;
 
 struct Waiter {
     request_number: u64,
@@ -50,6 +53,10 @@ struct Waiter {
     sent_in: Option<u32>,
     /// The base offset of a send, nothing for an offset store or delete.
     reply: oneshot::Sender<Result<Option<u64>, ErrorCode>>,
+    /// The primary's answer to a forwarded op and the tick it came: the client gets it once
+    /// this node applied the op too (so a poll here right after sees the send), or after
+    /// `HOLD_TICKS` when this copy lags.
+    held: Option<(Result<Option<u64>, ErrorCode>, u64)>,
 }
 
 /// What a committed op asks of its partition on this node.
@@ -111,7 +118,22 @@ impl<E: Env> PartitionGroup<E> {
         if waiters.get(&client_id).is_some_and(|w| w.request_number == request_number)
             && let Some(waiter) = waiters.remove(&client_id)
         {
+            // A commit here that lost its outcome (a restored checkpoint) does not undo the
+            // primary's answer.
+            let result = match (waiter.held, result) {
+                (Some((held, _)), Err(_)) => held,
+                (_, result) => result,
+            };
             let _ = waiter.reply.send(result);
+        }
+    }
+
+    /// Keeps the primary's successful answer until this node's own commit answers it.
+    fn hold(&self, client_id: u128, request_number: u64, result: Result<Option<u64>, ErrorCode>) {
+        if let Some(waiter) =
+            self.waiters.borrow_mut().get_mut(&client_id).filter(|w| w.request_number == request_number)
+        {
+            waiter.held.get_or_insert((result, self.ticks.get()));
         }
     }
 
@@ -146,12 +168,14 @@ impl<E: Env> PartitionGroup<E> {
         });
     }
 
+    /// Answers every waiter `keep` refuses: with `code`, or with the primary's answer when
+    /// one is held (the op committed).
     fn fail_waiters(&self, code: ErrorCode, keep: impl Fn(&Waiter) -> bool) {
         let mut waiters = self.waiters.borrow_mut();
         let failed: Vec<u128> = waiters.iter().filter(|(_, w)| !keep(w)).map(|(c, _)| *c).collect();
         for client_id in failed {
             if let Some(waiter) = waiters.remove(&client_id) {
-                let _ = waiter.reply.send(Err(code));
+                let _ = waiter.reply.send(waiter.held.map_or(Err(code), |(result, _)| result));
             }
         }
     }
@@ -547,6 +571,8 @@ impl<E: Env> Shard<E> {
                 match reply_result(reply) {
                     // Sent to a replica that is no primary: the next tick sends it on again.
                     Err(ErrorCode::TransientNotAccepted) => group.resend_later(*client_id, *request_number),
+                    // Committed: answered by this node's own commit of it, which follows.
+                    result @ Ok(_) => group.hold(*client_id, *request_number, result),
                     result => group.answer(*client_id, *request_number, result),
                 }
                 return;
@@ -582,13 +608,21 @@ impl<E: Env> Shard<E> {
         }
         let now = self.now_us();
         self.drive_group(group, |replica, effects| replica.tick(now, effects)).await;
-        group.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
+        group.fail_waiters(ErrorCode::TransientNotCommitted, |w| match w.held {
+            Some((_, held_since)) => tick - held_since < HOLD_TICKS,
+            None => tick - w.since_tick < COMMIT_TIMEOUT_TICKS,
+        });
         // A request handed to a primary that has since been replaced goes to the new one
         // (same client id and number: the client table answers it once however often it
         // arrives), so a failover costs a view change, not the commit timeout.
         let view = group.replication.replica.borrow().view();
-        let stale: Vec<u128> =
-            group.waiters.borrow().iter().filter(|(_, w)| w.sent_in != Some(view)).map(|(c, _)| *c).collect();
+        let stale: Vec<u128> = group
+            .waiters
+            .borrow()
+            .iter()
+            .filter(|(_, w)| w.sent_in != Some(view) && w.held.is_none())
+            .map(|(c, _)| *c)
+            .collect();
         for client_id in stale {
             self.hand_to_primary(group, client_id).await;
         }
@@ -682,7 +716,7 @@ impl<E: Env> Shard<E> {
         group.next_request.set(request_number);
         let (reply, answer) = oneshot::channel();
         let since_tick = group.ticks.get();
-        let waiter = Waiter { request_number, since_tick, operation, body, sent_in: None, reply };
+        let waiter = Waiter { request_number, since_tick, operation, body, sent_in: None, reply, held: None };
         group.waiters.borrow_mut().insert(client_id, waiter);
         // Not normal (a view change under way): the tick hands it on once a view runs.
         self.hand_to_primary(group, client_id).await;

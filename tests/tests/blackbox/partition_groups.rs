@@ -308,6 +308,38 @@ async fn deleted_segments_go_on_every_replica_from_a_request_to_any_node() -> an
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_send_is_readable_on_the_forwarding_node_once_acknowledged() -> anyhow::Result<()> {
+    let mut cluster = start()?;
+    let client = client_once_committing(&cluster).await?;
+    let topic = create_stream_and_topic(&client, "ryw", "events", PARTITIONS).await?;
+    let reader = Consumer::new(id(5));
+    // Half the partitions are group 1's, whose primary is node 1: node 0 forwards their
+    // sends and answers each only once its own copy holds the batch.
+    for round in 0..25u32 {
+        for partition in 0..PARTITIONS {
+            let first = u128::from(round * PARTITIONS + partition) + 1;
+            anyhow::ensure!(send(&client, topic, partition, first, 1).await, "send {first} refused");
+            let polled = client
+                .poll_messages(
+                    &id(topic.0),
+                    &id(topic.1),
+                    Some(partition),
+                    &reader,
+                    &PollingStrategy::offset(u64::from(round)),
+                    1,
+                    false,
+                )
+                .await?;
+            let got = polled.messages.first().map(|m| (m.header.offset, m.header.id));
+            assert_eq!(got, Some((u64::from(round), first)), "partition {partition}, round {round}: poll right after");
+        }
+    }
+    drop(client);
+    stop_and_compare(&mut cluster)?;
+    Ok(())
+}
+
 /// Size of the segments `fill_segments` writes.
 const SEGMENT_BYTES: u64 = 1 << 20;
 
