@@ -340,6 +340,51 @@ async fn a_forwarded_send_is_readable_on_the_forwarding_node_once_acknowledged()
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_group_polls_through_the_routing_codes_across_a_group_primary_kill() -> anyhow::Result<()> {
+    let mut cluster = start()?;
+    let client = client_once_committing(&cluster).await?;
+    let topic = create_stream_and_topic(&client, "routed", "events", PARTITIONS).await?;
+    let (s, t) = (id(topic.0), id(topic.1));
+    client.create_consumer_group(&s, &t, "workers").await?;
+    client.join_consumer_group(&s, &t, &rill_tests::named("workers")).await?;
+    let group = Consumer::group(rill_tests::named("workers"));
+    // Three nodes in the cluster metadata: the SDK polls with auto-commit through 103, 14
+    // and 104, and the group's offsets are stored through the partition groups.
+    let poll_until = |expected: std::collections::BTreeSet<u128>, what: &'static str| {
+        let (client, group, s, t) = (&client, &group, &s, &t);
+        async move {
+            let mut polled = std::collections::BTreeSet::new();
+            for _ in 0..200 {
+                let batch = client.poll_messages(s, t, None, group, &PollingStrategy::next(), 10, true).await?;
+                for got in &batch.messages {
+                    anyhow::ensure!(polled.insert(got.header.id), "{what}: message {} polled twice", got.header.id);
+                }
+                if polled.len() >= expected.len() {
+                    break;
+                }
+            }
+            anyhow::ensure!(polled == expected, "{what}: polled {polled:?}, sent {expected:?}");
+            Ok(())
+        }
+    };
+    let (mut next_id, mut before) = (1u128, BTreeMap::new());
+    send_round(&client, topic, "a round before the kill", &mut next_id, &mut before).await?;
+    poll_until(before.values().flatten().copied().collect(), "before the kill").await?;
+
+    // Group 1's primary goes: sends to its partitions fail over, and the group's stored
+    // offsets, replicated, make the next polls start right after what was polled.
+    cluster.nodes[1].kill9()?;
+    let mut after = BTreeMap::new();
+    send_round(&client, topic, "a round after the kill", &mut next_id, &mut after).await?;
+    poll_until(after.values().flatten().copied().collect(), "after the kill").await?;
+    for partition in 0..PARTITIONS {
+        let stored = client.get_consumer_offset(&group, &s, &t, Some(partition)).await?;
+        assert_eq!(stored.map(|info| info.stored_offset), Some(19), "partition {partition}'s group offset");
+    }
+    Ok(())
+}
+
 /// Size of the segments `fill_segments` writes.
 const SEGMENT_BYTES: u64 = 1 << 20;
 
