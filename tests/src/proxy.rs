@@ -4,7 +4,7 @@
 //! direction of each pair of nodes has its own rule: pass, drop everything (the connection
 //! stays up, as across a partition), or delay every chunk. One proxy can stand in front of
 //! several consecutive planes (the metadata plane and each shard's partition group above it),
-//! all under the same rules.
+//! all under the same rules, or one plane under a rule of its own.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -23,7 +23,8 @@ pub enum Rule {
     Delay(Duration),
 }
 
-type Rules = Arc<Mutex<HashMap<(u8, u8), Rule>>>;
+/// Rules by plane (`None`: every plane without one of its own), dialer and listener.
+type Rules = Arc<Mutex<HashMap<(Option<u16>, u8, u8), Rule>>>;
 
 /// One proxy: traffic to replica `to` from every dialer.
 pub struct ReplicaProxy {
@@ -63,7 +64,7 @@ impl ReplicaProxy {
                     }
                     let Ok(stream) = stream else { continue };
                     let (rules, stopped) = (accept_rules.clone(), accept_stopped.clone());
-                    std::thread::spawn(move || relay(stream, behind, to, rules, stopped));
+                    std::thread::spawn(move || relay(stream, behind, (plane, to), rules, stopped));
                 }
             });
         }
@@ -73,9 +74,18 @@ impl ReplicaProxy {
     /// Sets what happens to bytes from replica `from` to this proxy's replica (`inbound`), or
     /// from this proxy's replica back to `from` on connections `from` dialed.
     pub fn set(&self, from: u8, inbound: Rule, outbound: Rule) {
+        self.set_on(None, from, inbound, outbound);
+    }
+
+    /// `set` for one plane only (0 is the first, the metadata plane).
+    pub fn set_plane(&self, plane: u16, from: u8, inbound: Rule, outbound: Rule) {
+        self.set_on(Some(plane), from, inbound, outbound);
+    }
+
+    fn set_on(&self, plane: Option<u16>, from: u8, inbound: Rule, outbound: Rule) {
         let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
-        rules.insert((from, self.to), inbound);
-        rules.insert((self.to, from), outbound);
+        rules.insert((plane, from, self.to), inbound);
+        rules.insert((plane, self.to, from), outbound);
     }
 
     /// Every rule back to `Pass`.
@@ -94,11 +104,12 @@ impl Drop for ReplicaProxy {
     }
 }
 
-fn rule(rules: &Rules, from: u8, to: u8) -> Rule {
-    rules.lock().unwrap_or_else(|p| p.into_inner()).get(&(from, to)).copied().unwrap_or(Rule::Pass)
+fn rule(rules: &Rules, plane: u16, from: u8, to: u8) -> Rule {
+    let rules = rules.lock().unwrap_or_else(|p| p.into_inner());
+    rules.get(&(Some(plane), from, to)).or_else(|| rules.get(&(None, from, to))).copied().unwrap_or(Rule::Pass)
 }
 
-fn relay(mut client: TcpStream, target: SocketAddr, to: u8, rules: Rules, stopped: Arc<AtomicBool>) {
+fn relay(mut client: TcpStream, target: SocketAddr, (plane, to): (u16, u8), rules: Rules, stopped: Arc<AtomicBool>) {
     let mut hello = [0u8; HELLO_LEN];
     if client.read_exact(&mut hello).is_err() {
         return;
@@ -110,19 +121,19 @@ fn relay(mut client: TcpStream, target: SocketAddr, to: u8, rules: Rules, stoppe
     }
     let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else { return };
     let (back_rules, back_stopped) = (rules.clone(), stopped.clone());
-    std::thread::spawn(move || pump(server_read, client, &back_rules, (to, from), &back_stopped));
-    pump(client_read, server, &rules, (from, to), &stopped);
+    std::thread::spawn(move || pump(server_read, client, &back_rules, (plane, to, from), &back_stopped));
+    pump(client_read, server, &rules, (plane, from, to), &stopped);
 }
 
 /// Copies `input` to `output` under the rule for `direction` until either side closes.
-fn pump(mut input: TcpStream, mut output: TcpStream, rules: &Rules, direction: (u8, u8), stopped: &AtomicBool) {
+fn pump(mut input: TcpStream, mut output: TcpStream, rules: &Rules, direction: (u16, u8, u8), stopped: &AtomicBool) {
     let mut buf = vec![0u8; 64 * 1024];
     while !stopped.load(Ordering::Relaxed) {
         let n = match input.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        match rule(rules, direction.0, direction.1) {
+        match rule(rules, direction.0, direction.1, direction.2) {
             Rule::Drop => continue,
             Rule::Delay(pause) => std::thread::sleep(pause),
             Rule::Pass => {}

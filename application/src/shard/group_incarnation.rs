@@ -20,7 +20,8 @@ use crate::ports::{Env, ShardReply};
 
 impl<E: Env> Shard<E> {
     /// Before a send or an offset change: the group's state must know this partition's
-    /// creation, or it still holds the offsets of a deleted partition with the same ids.
+    /// creation, or it still holds the offsets of a deleted partition with the same ids, and
+    /// the last purge this node applied, or that purge's reset never committed.
     pub(super) async fn ensure_incarnation(
         &self,
         group: &PartitionGroup<E>,
@@ -33,11 +34,11 @@ impl<E: Env> Shard<E> {
         if known > partition.incarnation.get() {
             return Err(ErrorCode::TransientNotAccepted);
         }
-        let created_at = partition.created_at;
-        if known >= created_at {
+        let wanted = partition.wanted_incarnation.get();
+        if known >= wanted {
             return Ok(());
         }
-        self.submit(group, operation::RESET_PARTITION, partition_group::reset_body(namespace.packed(), created_at))
+        self.submit(group, operation::RESET_PARTITION, partition_group::reset_body(namespace.packed(), wanted))
             .await
             .map(drop)
     }

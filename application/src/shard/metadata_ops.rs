@@ -142,19 +142,23 @@ impl<E: Env> Shard<E> {
         Ok(())
     }
 
-    /// Runs a lifecycle operation on each partition's owner and waits for every answer.
+    /// Runs a lifecycle operation on each partition's owner, all at once, and waits for every
+    /// answer: one partition that fails (a replicated purge whose group cannot commit) does
+    /// not keep the others from it. The first failure is returned.
     async fn on_owners(&self, namespaces: Vec<Namespace>, op: impl Fn() -> PartitionOp) -> std::io::Result<()> {
-        for namespace in namespaces {
-            let owner = self.shared.partitions.owner(namespace);
-            let reply = if owner == self.shard_id {
-                self.execute_partition(namespace, op()).await
-            } else {
-                self.bus.call(owner, ShardRequest::Partition { namespace, op: op() }).await
-            };
-            reply.map_err(|code| {
-                std::io::Error::other(format!("shard {owner} failed a partition lifecycle operation: {code}"))
-            })?;
-        }
-        Ok(())
+        let calls = namespaces.into_iter().map(|namespace| {
+            let (owner, op) = (self.shared.partitions.owner(namespace), op());
+            async move {
+                let reply = if owner == self.shard_id {
+                    self.execute_partition(namespace, op).await
+                } else {
+                    self.bus.call(owner, ShardRequest::Partition { namespace, op }).await
+                };
+                reply.map(drop).map_err(|code| {
+                    std::io::Error::other(format!("shard {owner} failed a partition lifecycle operation: {code}"))
+                })
+            }
+        });
+        futures_util::future::join_all(calls).await.into_iter().collect()
     }
 }

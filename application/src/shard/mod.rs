@@ -223,11 +223,13 @@ pub struct Partition<S: Storage> {
     stats: Arc<PartitionStats>,
     /// Set when the partition is removed or closed at shutdown: later operations are refused.
     closed: Cell<bool>,
-    /// When the metadata created it.
-    created_at: u64,
     /// The newest incarnation this node's copy is in: its creation, or the group reset
     /// (purge) that last emptied it.
     incarnation: Cell<u64>,
+    /// The newest incarnation the metadata asked for here (its creation, or a purge this
+    /// node applied): the group must know it before this node writes, so a purge whose reset
+    /// timed out is submitted again by the next send or offset change.
+    wanted_incarnation: Cell<u64>,
 }
 
 impl<S: Storage> Partition<S> {

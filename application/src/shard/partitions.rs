@@ -121,8 +121,8 @@ impl<E: Env> Shard<E> {
             log: async_lock::Mutex::new(log),
             stats: stats.clone(),
             closed: Default::default(),
-            created_at,
             incarnation: std::cell::Cell::new(created_at.max(reset)),
+            wanted_incarnation: std::cell::Cell::new(created_at),
         });
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);
@@ -180,7 +180,8 @@ impl<E: Env> Shard<E> {
                 return self.submit(group, operation, body).await.map(|_| Reply::Body(Vec::new()));
             }
             PartitionOp::Purge { incarnation } if let Some(group) = self.group() => {
-                self.owned(namespace)?;
+                let partition = self.owned(namespace)?;
+                partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);
             }
             op => op,

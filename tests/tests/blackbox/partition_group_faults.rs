@@ -47,6 +47,17 @@ fn isolate(proxies: &[ReplicaProxy], node: u8) {
     }
 }
 
+/// Cuts every partition group's plane between every pair of nodes; the metadata plane stays.
+fn cut_groups(proxies: &[ReplicaProxy]) {
+    for (node, proxy) in proxies.iter().enumerate() {
+        for other in (0..3u8).filter(|&other| usize::from(other) != node) {
+            for plane in 1..=SHARDS {
+                proxy.set_plane(plane, other, Rule::Drop, Rule::Drop);
+            }
+        }
+    }
+}
+
 fn heal(proxies: &[ReplicaProxy]) {
     for proxy in proxies {
         proxy.heal();
@@ -117,5 +128,36 @@ async fn a_node_cut_off_catches_up_by_state_transfer_and_a_cut_off_primary_is_re
     let files = stop_and_compare(&mut cluster)?;
     let offsets = files.keys().filter(|path| path.components().any(|c| c.as_os_str() == "consumers")).count();
     assert_eq!(offsets, PARTITIONS as usize, "an offset file per partition on every node: {:?}", files.keys());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_while_the_groups_cannot_commit_empties_every_partition_once_they_can() -> anyhow::Result<()> {
+    let (mut cluster, proxies) = start()?;
+    let client = client_once_committing(&cluster).await?;
+    let topic = create_stream_and_topic(&client, "purged", "events", PARTITIONS).await?;
+    let (mut next_id, mut before) = (1u128, BTreeMap::new());
+    send_round(&client, topic, "a round before the purge", &mut next_id, &mut before).await?;
+
+    // The groups cannot commit while the metadata can: the purge commits, and every node's
+    // resets of the partitions time out together (the purge may be answered with that
+    // error), none of them keeping the others from being submitted.
+    cut_groups(&proxies);
+    let _ = client.purge_topic(&id(topic.0), &id(topic.1)).await;
+    heal(&proxies);
+    // The resets commit from the primaries' pipelines, or the next send to a partition
+    // submits its reset first: every partition starts again at offset 0.
+    let mut after = BTreeMap::new();
+    send_round(&client, topic, "a round after the purge", &mut next_id, &mut after).await?;
+    eventually(TIMEOUT, "offsets from 0 after the purge", || check_partitions(&client, topic, &after)).await?;
+    for (partition, sent) in &after {
+        let held = rill_tests::poll_all(&client, &id(topic.0), &id(topic.1), *partition).await?;
+        let ids: Vec<u128> = held.iter().map(|m| m.header.id).collect();
+        assert_eq!(&ids, sent, "partition {partition} holds only what was sent after the purge");
+    }
+    let total: u64 = after.values().map(|ids| ids.len() as u64).sum();
+    every_node_holds(&cluster, "purged", total).await?;
+    drop(client);
+    stop_and_compare(&mut cluster)?;
     Ok(())
 }
