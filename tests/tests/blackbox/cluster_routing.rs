@@ -84,23 +84,38 @@ async fn the_sdk_routes_group_polls_and_offset_stores_in_a_cluster() -> anyhow::
     Ok(())
 }
 
-/// The Python SDK wraps the Rust one: the same routing from Python (tests/python/).
+/// The Python SDK wraps the Rust one: the same routing from Python (tests/python/), with the
+/// partitions replicated and across kill -9 of partition group 1's primary (node 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_routes_group_polls_in_a_cluster() -> anyhow::Result<()> {
-    let cluster = start_cluster_with(&|_| Vec::new())?;
+    let mut cluster = start_cluster_with(&|_| {
+        vec![
+            ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true".to_owned()),
+            ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "2".to_owned()),
+        ]
+    })?;
     eventually(TIMEOUT, "the cluster commits", || create_through_any(&cluster, &[0], "warm-up")).await?;
+    let stdout = run_python(&cluster.addresses[2], "before").await?;
+    assert!(stdout.contains("before: 60 messages polled once each"), "{stdout}");
+    cluster.nodes[1].kill9()?;
+    let stdout = run_python(&cluster.addresses[2], "after").await?;
+    assert!(stdout.contains("after: 60 messages polled once each"), "{stdout}");
+    Ok(())
+}
+
+/// Runs tests/python/cluster_routing.py against `address` for `phase`; its stdout.
+async fn run_python(address: &str, phase: &str) -> anyhow::Result<String> {
     let script = rill_tests::workspace_dir().join("tests/python/cluster_routing.py");
-    let run = tokio::process::Command::new("python3").arg(&script).arg(&cluster.addresses[1]).output();
+    let run = tokio::process::Command::new("python3").arg(&script).arg(address).arg(phase).output();
     let output = tokio::time::timeout(Duration::from_secs(120), run)
         .await
-        .map_err(|_| anyhow::anyhow!("the Python SDK run did not end within 120 s"))?
+        .map_err(|_| anyhow::anyhow!("the Python SDK run ({phase}) did not end within 120 s"))?
         .map_err(|error| anyhow::anyhow!("python3 did not start ({error}); scripts/test.sh installs apache-iggy"))?;
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(
+    anyhow::ensure!(
         output.status.success(),
-        "the Python SDK failed ({}):\n{stdout}\n{stderr}\n(apache-iggy 0.9.0 comes from `python3 -m pip install apache-iggy==0.9.0`)",
+        "the Python SDK failed in phase {phase} ({}):\n{stdout}\n{stderr}\n(apache-iggy 0.9.0 comes from `python3 -m pip install apache-iggy==0.9.0`)",
         output.status
     );
-    assert!(stdout.contains("60 messages polled once each"), "{stdout}");
-    Ok(())
+    Ok(stdout.into_owned())
 }
