@@ -101,7 +101,10 @@ impl<E: Env> Shard<E> {
             return;
         }
         match self.purge_partition(namespace, &mut log, Some(incarnation)).await {
-            Ok(()) => partition.incarnation.set(incarnation),
+            Ok(()) => {
+                tracing::info!(partition = %namespace_label(namespace), incarnation, "the partition group started this copy again (emptied)");
+                partition.incarnation.set(incarnation)
+            }
             Err(error) => {
                 tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group started again")
             }

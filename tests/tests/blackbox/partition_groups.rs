@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use iggy::prelude::*;
+use rill_tests::raw::{self, Request};
 use rill_tests::{connect_root, create_stream_and_topic, id, message, poll_all};
 
 use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with, streams_on};
@@ -102,6 +103,109 @@ pub(crate) fn messages_on(address: &str, name: &str) -> anyhow::Result<u64> {
     anyhow::bail!("{address} has no stream {name}")
 }
 
+/// One message as a node holds it: offset, id, payload.
+pub(crate) type Held = (u64, u128, Vec<u8>);
+
+/// Every message of one partition as the node at `address` holds it, read with raw
+/// POLL_MESSAGES frames (a plain consumer, by offset, no auto-commit), so no client routing
+/// hides which node's copy answered.
+pub(crate) fn poll_on(address: &str, topic: (u32, u32), partition: u32) -> anyhow::Result<Vec<Held>> {
+    let mut stream = raw::connect(address)?;
+    let client = 0xc2u128 << 120 | rill_tests::free_port() as u128;
+    let session = raw::try_login(&mut stream, client).map_err(anyhow::Error::msg)?;
+    let numeric = |value: u32| [&[1u8, 4][..], &value.to_le_bytes()].concat();
+    let (mut held, mut next, mut request) = (Vec::new(), 0u64, 1u64);
+    loop {
+        let mut body = vec![1u8];
+        body.extend(numeric(9));
+        body.extend(numeric(topic.0));
+        body.extend(numeric(topic.1));
+        body.push(1);
+        body.extend(partition.to_le_bytes());
+        body.push(1);
+        body.extend(next.to_le_bytes());
+        body.extend(1000u32.to_le_bytes());
+        body.push(0);
+        raw::send(&mut stream, &Request::non_replicated(client, request, session, CODE_POLL_MESSAGES).frame(&body));
+        request += 1;
+        let reply = raw::read_frame(&mut stream).expect_frame("poll reply");
+        anyhow::ensure!(reply.status() == 0, "{address}: poll status {}", reply.status());
+        let before = held.len();
+        read_batches(&reply.body()[16..], &mut held)?;
+        match held.last() {
+            Some((offset, _, _)) if held.len() > before => next = offset + 1,
+            _ => return Ok(held),
+        }
+    }
+}
+
+/// POLL_MESSAGES (protocol 0.11).
+const CODE_POLL_MESSAGES: u32 = 100;
+
+/// The messages of the batch records in a poll reply after its 16-byte prefix.
+fn read_batches(mut records: &[u8], held: &mut Vec<Held>) -> anyhow::Result<()> {
+    while records.len() >= 256 {
+        let (base_offset, length, count) =
+            (raw::u64_at(records, 8), raw::u64_at(records, 32) as usize, raw::u32_at(records, 48));
+        anyhow::ensure!((256..=records.len()).contains(&length), "a batch of {length} bytes in {}", records.len());
+        let mut frames = &records[256..length];
+        for _ in 0..count {
+            anyhow::ensure!(frames.len() >= 48, "a message header cut short");
+            let (headers, payload) = (raw::u32_at(frames, 32) as usize, raw::u32_at(frames, 36) as usize);
+            let offset = base_offset + u64::from(raw::u32_at(frames, 24));
+            held.push((offset, raw::u128_at(frames, 8), frames[48..48 + payload].to_vec()));
+            frames = &frames[48 + payload + headers..];
+        }
+        records = &records[length..];
+    }
+    Ok(())
+}
+
+/// Waits until every node's own copy of each of `partitions` equals node 0's and passes
+/// `check`: the nodes that were not in a commit's quorum have applied it too.
+pub(crate) async fn every_node_agrees(
+    cluster: &Cluster,
+    topic: (u32, u32),
+    partitions: &[u32],
+    check: impl Fn(u32, &[Held]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    eventually(TIMEOUT, "every node holds the same copy", || async {
+        for &partition in partitions {
+            let copies: Vec<Vec<Held>> =
+                cluster.addresses.iter().map(|a| poll_on(a, topic, partition)).collect::<anyhow::Result<_>>()?;
+            for (node, copy) in copies.iter().enumerate() {
+                anyhow::ensure!(copy == &copies[0], "partition {partition}: node {node}'s copy differs from node 0's");
+            }
+            check(partition, &copies[0])?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Waits until every node serves the same messages in every partition of `acknowledged`,
+/// each acknowledged id among them, offsets from 0 without a gap, each payload the one
+/// sent with its id (`send`'s).
+pub(crate) async fn every_node_serves(
+    cluster: &Cluster,
+    topic: (u32, u32),
+    acknowledged: &BTreeMap<u32, Vec<u128>>,
+) -> anyhow::Result<()> {
+    let partitions: Vec<u32> = acknowledged.keys().copied().collect();
+    every_node_agrees(cluster, topic, &partitions, |partition, held| {
+        for (index, (offset, id, payload)) in held.iter().enumerate() {
+            anyhow::ensure!(*offset == index as u64, "partition {partition}: offset {offset} at {index}");
+            let expected = format!("p{partition}-m{id}");
+            anyhow::ensure!(payload == expected.as_bytes(), "partition {partition}: payload of {id}");
+        }
+        let present: std::collections::BTreeSet<u128> = held.iter().map(|(_, id, _)| *id).collect();
+        let missing: Vec<&u128> = acknowledged[&partition].iter().filter(|id| !present.contains(id)).collect();
+        anyhow::ensure!(missing.is_empty(), "partition {partition} lacks acknowledged ids {missing:?}");
+        Ok(())
+    })
+    .await
+}
+
 /// Every file of the partitions under a node's data directory (segments, indexes, stored
 /// consumer offsets), by its path below it.
 pub(crate) fn partition_files(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -179,10 +283,12 @@ async fn replicated_partitions_survive_a_primary_kill_and_match_byte_for_byte() 
     assert_eq!(polled.messages.len(), 5);
     let stored = client.get_consumer_offset(&auto, &id(topic.0), &id(topic.1), Some(0)).await?;
     assert_eq!(stored.map(|info| info.stored_offset), Some(4), "the auto-commit stored the last offset polled");
+    // A last round: a node that applied it applied every op before it in its group,
+    // the offset stores included.
+    send_round(&client, topic, "a last round", &mut next_id, &mut acknowledged).await?;
     // Node 1 catches up through repair (its own view, read with raw frames); then every
     // node stops gracefully (flushing) and the partition logs are compared whole.
-    let total: u64 = acknowledged.values().map(|ids| ids.len() as u64).sum();
-    every_node_holds(&cluster, "replicated", total).await?;
+    every_node_serves(&cluster, topic, &acknowledged).await?;
     drop(client);
     let files = stop_and_compare(&mut cluster)?;
     let segments = files.keys().filter(|path| path.extension().is_some_and(|e| e == "log")).count();
@@ -222,12 +328,12 @@ async fn a_purge_and_a_recreated_topic_start_every_replica_again_at_offset_zero(
     let mut recreated: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
     send_round(&client, topic, "a round to the new topic", &mut next_id, &mut recreated).await?;
     eventually(TIMEOUT, "offsets from 0 in the new topic", || check_partitions(&client, topic, &recreated)).await?;
-    every_node_holds(&cluster, "again", 10 * u64::from(PARTITIONS)).await?;
+    every_node_serves(&cluster, topic, &recreated).await?;
     // A restart replays the resets from the group's journal: they empty nothing again.
     cluster.nodes[1].restart()?;
     eventually(TIMEOUT, "node 1 serves again", || async { messages_on(&cluster.addresses[1], "again").map(drop) })
         .await?;
-    every_node_holds(&cluster, "again", 10 * u64::from(PARTITIONS)).await?;
+    every_node_serves(&cluster, topic, &recreated).await?;
     drop(client);
     stop_and_compare(&mut cluster)?;
     Ok(())
@@ -303,6 +409,11 @@ async fn deleted_segments_go_on_every_replica_from_a_request_to_any_node() -> an
     let last = polled.last().map(|m| (m.header.offset, m.header.id));
     assert_eq!(last, Some((10 * sends as u64, 10_000)), "the send after the deletion");
     assert!(polled[0].header.offset > 0, "polls start past the deleted segment");
+    every_node_agrees(&cluster, (stream, topic), &[0], |_, held| {
+        anyhow::ensure!(held.last().map(|(_, id, _)| *id) == Some(10_000), "the send after the deletion is not here yet");
+        Ok(())
+    })
+    .await?;
     drop((client, elsewhere));
     stop_and_compare(&mut cluster)?;
     Ok(())
@@ -314,12 +425,14 @@ async fn a_forwarded_send_is_readable_on_the_forwarding_node_once_acknowledged()
     let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "ryw", "events", PARTITIONS).await?;
     let reader = Consumer::new(id(5));
+    let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
     // Half the partitions are group 1's, whose primary is node 1: node 0 forwards their
     // sends and answers each only once its own copy holds the batch.
     for round in 0..25u32 {
         for partition in 0..PARTITIONS {
             let first = u128::from(round * PARTITIONS + partition) + 1;
             anyhow::ensure!(send(&client, topic, partition, first, 1).await, "send {first} refused");
+            acknowledged.entry(partition).or_default().push(first);
             let polled = client
                 .poll_messages(
                     &id(topic.0),
@@ -335,6 +448,8 @@ async fn a_forwarded_send_is_readable_on_the_forwarding_node_once_acknowledged()
             assert_eq!(got, Some((u64::from(round), first)), "partition {partition}, round {round}: poll right after");
         }
     }
+    // The node outside each commit's quorum applies it a little later.
+    every_node_serves(&cluster, topic, &acknowledged).await?;
     drop(client);
     stop_and_compare(&mut cluster)?;
     Ok(())
