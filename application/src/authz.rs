@@ -84,6 +84,10 @@ fn metadata_access(metadata: &Metadata, op: &MetadataOp<'_>) -> Option<Access> {
         MetadataOp::InsertUser { .. }
         | MetadataOp::SetPassword { .. }
         | MetadataOp::InsertToken { .. }
-        | MetadataOp::RemoveToken { .. } => Some(Access::ManageServers),
+        | MetadataOp::RemoveToken { .. }
+        | MetadataOp::JoinGroup { .. }
+        | MetadataOp::LeaveGroup { .. }
+        | MetadataOp::DropMembers { .. }
+        | MetadataOp::SettleGroup { .. } => Some(Access::ManageServers),
     }
 }

@@ -425,9 +425,11 @@ impl<E: Env> Shard<E> {
             Command::DeleteToken { name } => self.delete_token(user_id, &name).await,
             Command::GetConsumerGroup { topic, group } => self.get_consumer_group(&topic, &group),
             Command::GetConsumerGroups { topic } => self.get_consumer_groups(&topic),
-            Command::JoinConsumerGroup { topic, group } => self.join_consumer_group(client, client_id, &topic, &group),
-            Command::LeaveConsumerGroup { topic, group } => self.leave_consumer_group(client, &topic, &group),
-            Command::SyncConsumerGroup { topic, group } => self.sync_consumer_group(client, &topic, &group),
+            Command::JoinConsumerGroup { topic, group } => {
+                self.join_consumer_group(client, client_id, &topic, &group).await
+            }
+            Command::LeaveConsumerGroup { topic, group } => self.leave_consumer_group(client, &topic, &group).await,
+            Command::SyncConsumerGroup { topic, group } => self.sync_consumer_group(client, &topic, &group).await,
             Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
             Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
             Command::SendMessages { .. }

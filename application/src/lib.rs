@@ -6,7 +6,6 @@ pub mod authz;
 pub mod credentials;
 pub mod dispatch;
 pub mod encryption;
-pub mod groups;
 pub mod inbox;
 pub mod latency;
 pub mod login;

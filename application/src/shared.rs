@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
 
-use crate::groups::Groups;
 use crate::latency::RequestLatency;
 use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
@@ -323,7 +322,6 @@ pub struct Shared {
     pub shard_count: u16,
     pub partitions: PartitionTable,
     pub sessions: Sessions,
-    pub groups: Groups,
     pub replica: ReplicaState,
     pub telemetry: Telemetry,
     pub start_time_us: u64,
@@ -346,7 +344,6 @@ impl Shared {
         let replicas = config.membership.replica_count;
         Self {
             sessions: Sessions::new(LoginGuard::new(security.login_max_failures, security.login_failure_window_us)),
-            groups: Groups::new(security.rebalancing_timeout_us),
             config,
             shard_count,
             partitions: PartitionTable::new(shard_count),

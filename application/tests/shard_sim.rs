@@ -507,7 +507,12 @@ impl Run {
         let idle: Vec<usize> = (0..self.clients.len()).filter(|&c| self.clients[c].is_some()).collect();
         if let Some(&client) = idle.get(self.rng.below(idle.len().max(1) as u64) as usize) {
             let old = self.clients[client].take().expect("idle");
-            old.system.on_disconnect(old.connection.client_id);
+            let (system, client_id) = (old.system.clone(), old.connection.client_id);
+            let future: Pin<Box<dyn Future<Output = Done>>> = Box::pin(async move {
+                system.on_disconnect(client_id).await;
+                Done::Retry
+            });
+            self.tasks.push(Task { client: None, request: None, future });
             self.clients[client] = Some(self.login());
             self.trace(|| format!("client {client} reconnects"));
         }

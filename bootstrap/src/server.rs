@@ -239,6 +239,15 @@ async fn watch_free_space(system: Rc<ProductionShard>) {
     }
 }
 
+/// Keeps consumer-group membership true to the connections, every second (shard 0 only).
+async fn watch_memberships(system: Rc<ProductionShard>) {
+    let mut unreachable = std::collections::BTreeMap::new();
+    loop {
+        compio::time::sleep(std::time::Duration::from_secs(1)).await;
+        system.membership_pass(&mut unreachable).await;
+    }
+}
+
 /// Each shard's background work on the partitions it owns: the retention cleaner, the
 /// scrubber, and retries of partitions whose last write failed.
 fn spawn_maintenance(system: &Rc<ProductionShard>) {
@@ -483,6 +492,7 @@ impl Shard0 {
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
         compio::runtime::spawn(watch_free_space(system.clone())).detach();
+        compio::runtime::spawn(watch_memberships(system.clone())).detach();
         wait_for_signal().await?;
         systemd.notify("STOPPING=1");
         tracing::info!("shutdown requested: flushing partitions on every shard");

@@ -5,11 +5,13 @@
 use std::collections::BTreeMap;
 
 use crate::constants::{MAX_PARTITIONS_PER_REQUEST, MAX_PARTITIONS_PER_TOPIC, MAX_STREAMS, MAX_TOPICS_PER_STREAM};
+use crate::consumer_group::ConsumerGroup;
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::topic_options::TopicSettings;
 use crate::wire::command::{MetadataOp, TopicRef};
 
+mod groups;
 mod snapshot;
 mod users;
 pub use users::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
@@ -33,6 +35,8 @@ pub struct Topic {
     /// Consumer groups by id; ids start at 0 per topic and are never reused.
     pub consumer_groups: BTreeMap<u32, String>,
     pub next_group_id: u32,
+    /// Each consumer group's membership and assignment, by group id.
+    pub memberships: BTreeMap<u32, ConsumerGroup>,
 }
 
 /// What an applied operation changed, so the caller can mirror it in storage.
@@ -51,6 +55,8 @@ pub enum Applied {
     UserChanged { user_id: u32 },
     GroupCreated { stream_id: u32, topic_id: u32, group_id: u32 },
     GroupDeleted { stream_id: u32, topic_id: u32, group_id: u32 },
+    /// A consumer group's membership or assignment changed.
+    MembershipChanged,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,7 +152,7 @@ impl Metadata {
                 Ok(Applied::TopicPurged { stream_id, topic_id })
             }
             MetadataOp::CreatePartitions { topic, count } => self.create_partitions(topic, *count, timestamp),
-            MetadataOp::DeletePartitions { topic, count } => self.delete_partitions(topic, *count),
+            MetadataOp::DeletePartitions { topic, count } => self.delete_partitions(topic, *count, timestamp),
             MetadataOp::CreateConsumerGroup { topic, name } => self.create_group(topic, name),
             MetadataOp::DeleteConsumerGroup { topic, group } => self.delete_group(topic, group),
             MetadataOp::UpdateUser { user, username, status } => self.update_user(user, username, *status),
@@ -160,6 +166,14 @@ impl Metadata {
                 self.insert_token(*user_id, name, token_hash, *expiry_at)
             }
             MetadataOp::RemoveToken { user_id, name } => self.remove_token(*user_id, name),
+            MetadataOp::JoinGroup { group, member } => self.join_group(*group, *member, timestamp),
+            MetadataOp::LeaveGroup { group, client } => self.leave_group(*group, *client, timestamp),
+            MetadataOp::DropMembers { node, boot, connection } => {
+                Ok(self.drop_members(*node, *boot, *connection, timestamp))
+            }
+            MetadataOp::SettleGroup { group, synced, timeout_us } => {
+                self.settle_group(*group, *synced, *timeout_us, timestamp)
+            }
         }
     }
 
@@ -200,6 +214,7 @@ impl Metadata {
             partitions: vec![timestamp; partitions_count as usize],
             consumer_groups: BTreeMap::new(),
             next_group_id: 0,
+            memberships: BTreeMap::new(),
         };
         self.streams.get_mut(&stream_id).unwrap().topics.insert(topic_id, topic);
         Ok(Applied::TopicCreated { stream_id, topic_id })
@@ -230,10 +245,11 @@ impl Metadata {
             return Err(ErrorCode::TooManyPartitions);
         }
         topic.partitions.extend(std::iter::repeat_n(timestamp, count as usize));
+        self.rebalance_groups(stream_id, topic_id, timestamp);
         Ok(Applied::PartitionsCreated { stream_id, topic_id, first, count })
     }
 
-    fn delete_partitions(&mut self, topic_ref: &TopicRef, count: u32) -> Result<Applied, ErrorCode> {
+    fn delete_partitions(&mut self, topic_ref: &TopicRef, count: u32, timestamp: u64) -> Result<Applied, ErrorCode> {
         let (stream_id, topic_id) = self.topic_ids(topic_ref)?;
         let topic = self.topic_mut(topic_ref)?;
         let existing = topic.partitions.len() as u32;
@@ -241,6 +257,7 @@ impl Metadata {
             return Err(ErrorCode::InvalidPartitionsCount);
         }
         topic.partitions.truncate((existing - count) as usize);
+        self.rebalance_groups(stream_id, topic_id, timestamp);
         Ok(Applied::PartitionsDeleted { stream_id, topic_id, first: existing - count, count })
     }
 }

@@ -79,7 +79,7 @@ async fn serve_connection<E: Env>(system: Rc<Shard<E>>, quic: QuicConnection, pe
         let (system, connection) = (system.clone(), connection.clone());
         compio::runtime::spawn(async move { serve_stream(&system, &connection, send, recv).await }).detach();
     }
-    system.on_disconnect(client_id);
+    system.on_disconnect(client_id).await;
 }
 
 /// Reads the stream's one frame (bounded by the frame limit), answers it, finishes.

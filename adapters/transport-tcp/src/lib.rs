@@ -160,7 +160,7 @@ async fn serve_plain<E: Env>(
             }
         }
     }
-    system.on_disconnect(connection.client_id);
+    system.on_disconnect(connection.client_id).await;
 }
 
 /// Registers a new connection, or refuses it with an Eviction when the server already
@@ -187,7 +187,7 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
     if let Err(error) = request_loop(&system, &connection, &mut stream, false, &mut unbound_since).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
-    system.on_disconnect(connection.client_id);
+    system.on_disconnect(connection.client_id).await;
 }
 
 /// Runs `future` within `timeout_us` (`None`: without a limit).

@@ -144,7 +144,7 @@ async fn serve_plain<E: Env>(
             return;
         }
     }
-    system.on_disconnect(connection.client_id);
+    system.on_disconnect(connection.client_id).await;
 }
 
 /// Serves a connection that cannot move (TLS: its session lives on this shard).
@@ -152,7 +152,7 @@ async fn serve_fixed<E: Env, S: AsyncRead + AsyncWrite>(system: Rc<Shard<E>>, st
     let Some((mut socket, connection)) = open(&system, stream, peer).await else { return };
     let mut unbound_since = Instant::now();
     request_loop(&system, &connection, &mut socket, false, &mut unbound_since).await;
-    system.on_disconnect(connection.client_id);
+    system.on_disconnect(connection.client_id).await;
 }
 
 /// Serves requests until the connection ends (`None`, the stream closed or told why) or,

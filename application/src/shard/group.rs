@@ -479,10 +479,12 @@ impl<E: Env> Shard<E> {
         let mut log = partition.log.lock().await;
         if !partition.closed.get() {
             match log.delete_segments_below(&self.storage, below).await {
-                Ok(detached) => {
-                    let deleted = detached.segments as u64;
-                    self.shared.telemetry.data.retention_segments.fetch_add(deleted, Ordering::Relaxed);
-                }
+                Ok(detached) if detached.segments > 0 => self.count_retention(
+                    namespace,
+                    &detached,
+                    "deleted the segments the partition group's committed deletion names",
+                ),
+                Ok(_) => {}
                 Err(error) => {
                     tracing::error!(%error, partition = %namespace_label(namespace), "committed segment deletion failed on this node")
                 }

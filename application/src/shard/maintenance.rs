@@ -11,7 +11,7 @@ use rill_domain::Namespace;
 use rill_domain::retention::{RetentionDefaults, RetentionPolicy, segments_to_delete};
 
 use super::{Partition, Shard};
-use crate::partition::{DamagedBatch, PartitionDefaults, ScrubChunk, remove_detached};
+use crate::partition::{DamagedBatch, Detached, PartitionDefaults, ScrubChunk, remove_detached};
 use crate::ports::{Env, HostMetrics, MetadataRead, Storage};
 
 /// Server-wide data settings: reads, retention, scrubbing, dedup and the free-space floor.
@@ -91,11 +91,16 @@ impl<E: Env> Shard<E> {
 
     /// One cleaning pass over the partitions this shard owns: each deletes the sealed
     /// segments its topic's expiry and size share no longer keep. Returns the segments
-    /// deleted.
+    /// deleted here by the pass itself (a replicated partition's go when its group commits
+    /// the deletion the primary's pass asks for, on every replica at once).
     pub async fn clean_partitions(&self) -> u32 {
         let mut deleted = 0;
         for (namespace, partition) in self.owned_partitions() {
             let Some(policy) = self.retention_policy(namespace) else { continue };
+            if let Some(group) = self.group() {
+                self.replicate_retention(group, namespace, &partition, policy).await;
+                continue;
+            }
             let detached = {
                 let mut log = partition.log.lock().await;
                 if partition.closed.get() {
@@ -121,20 +126,57 @@ impl<E: Env> Shard<E> {
             if let Err(error) = remove_detached(&self.storage, &detached).await {
                 tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not remove files; they go at the next start");
             }
-            let counters = &self.shared.telemetry.data;
-            counters.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
-            counters.retention_messages.fetch_add(detached.messages, Ordering::Relaxed);
-            counters.retention_bytes.fetch_add(detached.bytes, Ordering::Relaxed);
-            tracing::info!(
-                partition = %namespace_label(namespace),
-                segments = detached.segments,
-                messages = detached.messages,
-                bytes = detached.bytes,
-                "retention deleted segments"
-            );
+            self.count_retention(namespace, &detached, "retention deleted segments");
             deleted += detached.segments;
         }
         deleted
+    }
+
+    /// Counts and logs segments deleted by retention or by a committed deletion.
+    pub(super) fn count_retention(&self, namespace: Namespace, detached: &Detached, what: &str) {
+        let counters = &self.shared.telemetry.data;
+        counters.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
+        counters.retention_messages.fetch_add(detached.messages, Ordering::Relaxed);
+        counters.retention_bytes.fetch_add(detached.bytes, Ordering::Relaxed);
+        tracing::info!(
+            partition = %namespace_label(namespace),
+            segments = detached.segments,
+            messages = detached.messages,
+            bytes = detached.bytes,
+            "{what}"
+        );
+    }
+
+    /// Retention of a replicated partition: only the group's primary decides, from its own
+    /// copy and clock, and asks the group to delete the sealed segments below where its copy
+    /// would then start (a `DELETE_SEGMENTS` op), so every replica deletes the same
+    /// messages when it applies it. Backups leave their copies to that op.
+    async fn replicate_retention(
+        &self,
+        group: &super::group::PartitionGroup<E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+        policy: RetentionPolicy,
+    ) {
+        if !self.group_role().is_some_and(|(_, primary, normal)| normal && primary == group.replication.membership.replica_id) {
+            return;
+        }
+        let below = {
+            let log = partition.log.lock().await;
+            if partition.closed.get() {
+                return;
+            }
+            let (sealed, active_bytes) = log.sealed_for_retention();
+            match segments_to_delete(&sealed, active_bytes, self.now_us(), policy) {
+                0 => return,
+                count => log.start_after_oldest(count as u32),
+            }
+        };
+        let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below);
+        let operation = rill_domain::wire::codes::operation::DELETE_SEGMENTS;
+        if let Err(code) = self.submit(group, operation, body).await {
+            tracing::warn!(%code, partition = %namespace_label(namespace), "retention's deletion did not commit; the next pass asks again");
+        }
     }
 
     /// Verifies the next chunk (about `max_bytes`) of the sealed segments this shard owns,

@@ -29,7 +29,7 @@ impl<E: Env> Shard<E> {
     fn consumer_key(&self, consumer: &Consumer, topic: &TopicRef) -> Result<ConsumerKey, ErrorCode> {
         match consumer {
             Consumer::Single(identifier) => Ok(ConsumerKey::Consumer(consumer_id(identifier))),
-            Consumer::Group(group) => Ok(ConsumerKey::Group(self.resolve_group(topic, group)?.0.group_id)),
+            Consumer::Group(group) => Ok(ConsumerKey::Group(self.resolve_group(topic, group)?.group_id)),
         }
     }
 
@@ -119,8 +119,8 @@ impl<E: Env> Shard<E> {
     pub async fn poll_messages(&self, client: u128, request: &PollRequest) -> BusReply {
         if let Consumer::Group(group) = &request.consumer {
             let partition = request.partition_id.ok_or(ErrorCode::PartitionNotFound)?;
-            let (key, count) = self.resolve_group(&request.topic, group)?;
-            if !self.shared.groups.owns(key, client, partition, count, self.now_us()) {
+            let key = self.resolve_group(&request.topic, group)?;
+            if !self.owns_group_partition(key, client, partition) {
                 let mut out = Vec::new();
                 rill_domain::wire::response::poll_prefix(&mut out, RESYNC_PARTITION, 0, 0);
                 return Ok(out.into());

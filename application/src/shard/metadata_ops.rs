@@ -54,8 +54,7 @@ impl<E: Env> Shard<E> {
             Applied::GroupCreated { stream_id, topic_id, group_id } => queries::encode_group_details(
                 out,
                 metadata,
-                &self.shared,
-                crate::groups::GroupKey { stream_id, topic_id, group_id },
+                rill_domain::consumer_group::GroupKey { stream_id, topic_id, group_id },
             ),
             Applied::UserChanged { user_id } if operation == rill_domain::wire::codes::operation::INSERT_USER => {
                 if let Some(user) = metadata.user(user_id) {
@@ -108,14 +107,12 @@ impl<E: Env> Shard<E> {
                 }
                 Ok(())
             }
-            Applied::GroupDeleted { stream_id, topic_id, group_id } => {
-                self.shared.groups.remove_group(crate::groups::GroupKey { stream_id, topic_id, group_id });
-                Ok(())
-            }
             Applied::StreamUpdated { .. }
             | Applied::TopicUpdated { .. }
             | Applied::UserChanged { .. }
-            | Applied::GroupCreated { .. } => Ok(()),
+            | Applied::GroupCreated { .. }
+            | Applied::GroupDeleted { .. }
+            | Applied::MembershipChanged => Ok(()),
         }
     }
 

@@ -70,12 +70,11 @@ pub(super) fn encode_topic_details(
 pub(super) fn encode_group_details(
     out: &mut Vec<u8>,
     metadata: &Metadata,
-    shared: &Shared,
-    key: crate::groups::GroupKey,
+    key: rill_domain::consumer_group::GroupKey,
 ) {
     let Some(topic) = metadata.topic_by_ids(key.stream_id, key.topic_id) else { return };
     let Some(name) = topic.consumer_groups.get(&key.group_id) else { return };
-    let members = shared.groups.members(key);
+    let members = metadata.group_state(key).map(|g| g.members()).unwrap_or_default();
     response::consumer_group(out, key.group_id, topic.partitions.len() as u32, members.len() as u32, name);
     for member in &members {
         response::group_member(out, member.client_id, &member.partitions);
@@ -223,8 +222,6 @@ impl<E: Env> Shard<E> {
         let mut out = Vec::new();
         if let Some(info) = self.shared.sessions.clients.get(client_id) {
             let groups: Vec<(u32, u32, u32)> = self
-                .shared
-                .groups
                 .memberships(client_id)
                 .iter()
                 .map(|k| (k.stream_id, k.topic_id, k.group_id))
@@ -237,7 +234,7 @@ impl<E: Env> Shard<E> {
     pub fn get_clients(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for info in self.shared.sessions.clients.all() {
-            let groups = self.shared.groups.memberships(info.client_id).len() as u32;
+            let groups = self.memberships(info.client_id).len() as u32;
             response::client(&mut out, &info, groups);
         }
         out

@@ -248,6 +248,20 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// Hands a journal-only op this node cannot commit (it is a backup) to the primary,
+    /// without waiting: whoever needs it reads the metadata once the op is applied here.
+    pub(super) async fn forward_metadata(&self, operation: u8, body: Vec<u8>) {
+        let writer = self.writer();
+        let (Some(network), Some(role)) = (&writer.network, self.replica_role()) else { return };
+        if !role.normal || role.primary == self.replica_id() || body.len() > METADATA_BODY_MAX {
+            return;
+        }
+        let _one_at_a_time = writer.requests.lock().await;
+        let request_number = writer.next_request.get() + 1;
+        writer.next_request.set(request_number);
+        network.send(role.primary, Message::Request { client_id: writer.client_id, request_number, operation, body });
+    }
+
     fn replica_id(&self) -> u8 {
         self.writer().replication.membership.replica_id
     }

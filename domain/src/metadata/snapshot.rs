@@ -5,13 +5,15 @@
 use std::collections::BTreeMap;
 
 use super::{Metadata, Stream, Token, Topic, User};
+use crate::consumer_group::ConsumerGroup;
 use crate::error::ErrorCode;
 use crate::permissions::Permissions;
 use crate::topic_options::{Compression, TopicSettings};
 use crate::wire::reader::{Put, Reader};
 
-/// Format version, first in every snapshot.
-const SNAPSHOT_VERSION: u8 = 1;
+/// Format version, first in every snapshot. Version 2 added consumer-group membership;
+/// a version 1 snapshot restores every group with no members.
+const SNAPSHOT_VERSION: u8 = 2;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.put_u32(bytes.len() as u32);
@@ -91,9 +93,14 @@ fn put_topic(out: &mut Vec<u8>, topic: &Topic) {
         put_bytes(out, name.as_bytes());
     }
     out.put_u32(topic.next_group_id);
+    out.put_u32(topic.memberships.len() as u32);
+    for (id, group) in &topic.memberships {
+        out.put_u32(*id);
+        group.encode(out);
+    }
 }
 
-fn topic(reader: &mut Reader<'_>) -> Result<Topic, ErrorCode> {
+fn topic(reader: &mut Reader<'_>, version: u8) -> Result<Topic, ErrorCode> {
     let id = reader.u32()?;
     let name = text(reader)?;
     let created_at = reader.u64()?;
@@ -105,7 +112,19 @@ fn topic(reader: &mut Reader<'_>) -> Result<Topic, ErrorCode> {
         consumer_groups.insert(group_id, text(reader)?);
     }
     let next_group_id = reader.u32()?;
-    Ok(Topic { id, name, created_at, settings, partitions, consumer_groups, next_group_id })
+    let mut memberships: BTreeMap<u32, ConsumerGroup> =
+        consumer_groups.keys().map(|id| (*id, ConsumerGroup::default())).collect();
+    if version >= 2 {
+        for _ in 0..count(reader, 24)? {
+            let group_id = reader.u32()?;
+            let group = ConsumerGroup::decode(reader)?;
+            if !consumer_groups.contains_key(&group_id) {
+                return Err(ErrorCode::InvalidFormat);
+            }
+            memberships.insert(group_id, group);
+        }
+    }
+    Ok(Topic { id, name, created_at, settings, partitions, consumer_groups, next_group_id, memberships })
 }
 
 fn put_user(out: &mut Vec<u8>, user: &User) {
@@ -179,7 +198,8 @@ impl Metadata {
     /// Rebuilds the state a snapshot describes.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Self, ErrorCode> {
         let mut reader = Reader::new(bytes);
-        if reader.u8()? != SNAPSHOT_VERSION {
+        let version = reader.u8()?;
+        if !(1..=SNAPSHOT_VERSION).contains(&version) {
             return Err(ErrorCode::InvalidFormat);
         }
         let mut metadata = Metadata::default();
@@ -189,7 +209,7 @@ impl Metadata {
             let created_at = reader.u64()?;
             let mut topics = BTreeMap::new();
             for _ in 0..count(&mut reader, 40)? {
-                let topic = topic(&mut reader)?;
+                let topic = topic(&mut reader, version)?;
                 topics.insert(topic.id, topic);
             }
             metadata.streams.insert(id, Stream { id, name, created_at, topics });
@@ -224,6 +244,10 @@ mod tests {
                 topic: TopicRef { stream: Identifier::Numeric(0), topic: Identifier::Numeric(0) },
                 name: "billing".into(),
             },
+            MetadataOp::JoinGroup {
+                group: crate::consumer_group::GroupKey { stream_id: 0, topic_id: 0, group_id: 0 },
+                member: crate::consumer_group::MemberId { client: 5, client_id: 2, node: 1, boot: 8 },
+            },
             MetadataOp::InsertUser {
                 username: "ada".into(),
                 password_hash: "$argon2id$hash".into(),
@@ -246,6 +270,44 @@ mod tests {
         assert_eq!(Metadata::from_snapshot(&bytes), Ok(metadata.clone()));
         assert_eq!(Metadata::from_snapshot(&Metadata::default().snapshot()), Ok(Metadata::default()));
         assert_eq!(Metadata::from_snapshot(&bytes).unwrap().snapshot(), bytes, "equal states, equal bytes");
+    }
+
+    #[test]
+    fn a_version_1_snapshot_restores_groups_without_members() {
+        let metadata = sample();
+        let mut v1 = metadata.clone();
+        for stream in v1.streams.values_mut() {
+            for topic in stream.topics.values_mut() {
+                topic.memberships.values_mut().for_each(|group| *group = ConsumerGroup::default());
+            }
+        }
+        // Version 1 bytes: the same layout without the membership records.
+        let mut bytes = vec![1u8];
+        bytes.put_u32(v1.streams.len() as u32);
+        for stream in v1.streams.values() {
+            bytes.put_u32(stream.id);
+            put_bytes(&mut bytes, stream.name.as_bytes());
+            bytes.put_u64(stream.created_at);
+            bytes.put_u32(stream.topics.len() as u32);
+            for topic in stream.topics.values() {
+                let mut record = Vec::new();
+                put_topic(&mut record, topic);
+                let membership = 4 + topic.memberships.iter().map(|(_, g)| 4 + encoded_len(g)).sum::<usize>();
+                bytes.extend_from_slice(&record[..record.len() - membership]);
+            }
+        }
+        bytes.put_u32(v1.users.len() as u32);
+        for user in v1.users.values() {
+            put_user(&mut bytes, user);
+        }
+        assert_eq!(Metadata::from_snapshot(&bytes), Ok(v1));
+        assert_ne!(metadata.group_states().map(|(_, g)| g.clone()).collect::<Vec<_>>(), vec![ConsumerGroup::default()]);
+    }
+
+    fn encoded_len(group: &ConsumerGroup) -> usize {
+        let mut out = Vec::new();
+        group.encode(&mut out);
+        out.len()
     }
 
     #[test]

@@ -7,7 +7,6 @@ use super::{Applied, Metadata, lowest_free};
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
-use crate::wire::command::TopicRef;
 
 pub const STATUS_ACTIVE: u8 = 1;
 pub const STATUS_INACTIVE: u8 = 2;
@@ -188,40 +187,5 @@ impl Metadata {
         let user = self.users.get_mut(&user_id).ok_or(ErrorCode::ResourceNotFound)?;
         user.tokens.remove(name).ok_or(ErrorCode::ResourceNotFound)?;
         Ok(Applied::UserChanged { user_id })
-    }
-
-    /// `(stream_id, topic_id, group_id)` of a consumer group.
-    pub fn group_ids(&self, topic: &TopicRef, group: &Identifier) -> Result<(u32, u32, u32), ErrorCode> {
-        let (stream_id, topic_id) = self.topic_ids(topic)?;
-        let groups = &self.streams[&stream_id].topics[&topic_id].consumer_groups;
-        let group_id = match group {
-            Identifier::Numeric(id) => {
-                groups.contains_key(id).then_some(*id).ok_or(ErrorCode::ConsumerGroupIdNotFound)?
-            }
-            Identifier::Name(name) => groups
-                .iter()
-                .find(|(_, n)| *n == name)
-                .map(|(id, _)| *id)
-                .ok_or(ErrorCode::ConsumerGroupNameNotFound)?,
-        };
-        Ok((stream_id, topic_id, group_id))
-    }
-
-    pub(super) fn create_group(&mut self, topic: &TopicRef, name: &str) -> Result<Applied, ErrorCode> {
-        let (stream_id, topic_id) = self.topic_ids(topic)?;
-        let topic = self.streams.get_mut(&stream_id).unwrap().topics.get_mut(&topic_id).unwrap();
-        if topic.consumer_groups.values().any(|n| n == name) {
-            return Err(ErrorCode::ConsumerGroupNameAlreadyExists);
-        }
-        let group_id = topic.next_group_id;
-        topic.next_group_id += 1;
-        topic.consumer_groups.insert(group_id, name.to_owned());
-        Ok(Applied::GroupCreated { stream_id, topic_id, group_id })
-    }
-
-    pub(super) fn delete_group(&mut self, topic: &TopicRef, group: &Identifier) -> Result<Applied, ErrorCode> {
-        let (stream_id, topic_id, group_id) = self.group_ids(topic, group)?;
-        self.streams.get_mut(&stream_id).unwrap().topics.get_mut(&topic_id).unwrap().consumer_groups.remove(&group_id);
-        Ok(Applied::GroupDeleted { stream_id, topic_id, group_id })
     }
 }

@@ -63,6 +63,11 @@ pub mod operation {
     pub const SET_PASSWORD: u8 = 201;
     pub const INSERT_TOKEN: u8 = 202;
     pub const REMOVE_TOKEN: u8 = 203;
+    /// Journal-only consumer-group membership (`wire::membership`).
+    pub const JOIN_MEMBER: u8 = 204;
+    pub const LEAVE_MEMBER: u8 = 205;
+    pub const DROP_MEMBERS: u8 = 206;
+    pub const SETTLE_GROUP: u8 = 207;
     pub const SEND_MESSAGES: u8 = 160;
     pub const STORE_CONSUMER_OFFSET: u8 = 161;
     pub const DELETE_CONSUMER_OFFSET: u8 = 162;

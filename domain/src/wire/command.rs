@@ -1,6 +1,7 @@
 //! Decoded client requests: every command Rill serves, parsed from the operation byte,
 //! the NonReplicated code and the body. Decoding never panics and never over-allocates.
 
+use crate::consumer_group::{GroupKey, MemberId};
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
@@ -261,6 +262,31 @@ pub enum MetadataOp<'a> {
         user_id: u32,
         name: String,
     },
+    /// Journal-only consumer-group membership (`wire::membership`): a member joins, or
+    /// leaves by its own request.
+    JoinGroup {
+        group: GroupKey,
+        member: MemberId,
+    },
+    LeaveGroup {
+        group: GroupKey,
+        client: u128,
+    },
+    /// The members of `node` that came on its connection `connection` of process start
+    /// `boot`; without a connection, every member of `node` from another process start
+    /// than `boot` (0: every member of `node`).
+    DropMembers {
+        node: u8,
+        boot: u64,
+        connection: Option<u32>,
+    },
+    /// Hands over the partitions `synced` (0: nobody) lets go, and those whose old owner's
+    /// grace of `timeout_us` ended by the op's timestamp.
+    SettleGroup {
+        group: GroupKey,
+        synced: u128,
+        timeout_us: u64,
+    },
 }
 
 /// Why a request cannot be decoded; the transport maps these to a status or an eviction.
@@ -499,6 +525,7 @@ impl<'a> MetadataOp<'a> {
                 MetadataOp::DeleteConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
             }
             other if users::is_user_op(other) => users::decode_op(other, reader)?,
+            other if super::membership::is_membership_op(other) => super::membership::decode_op(other, reader)?,
             _ => {
                 reader.rest();
                 return Ok(None);

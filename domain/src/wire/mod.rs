@@ -5,6 +5,7 @@ pub mod codes;
 pub mod command;
 pub mod encode;
 pub mod header;
+pub mod membership;
 pub mod reader;
 pub mod response;
 pub mod tlv;

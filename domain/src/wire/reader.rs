@@ -99,6 +99,7 @@ pub trait Put {
     fn put_u16(&mut self, value: u16);
     fn put_u32(&mut self, value: u32);
     fn put_u64(&mut self, value: u64);
+    fn put_u128(&mut self, value: u128);
     fn put_name(&mut self, value: &str);
     fn put_long_string(&mut self, value: &str);
 }
@@ -114,6 +115,9 @@ impl Put for Vec<u8> {
         self.extend_from_slice(&value.to_le_bytes());
     }
     fn put_u64(&mut self, value: u64) {
+        self.extend_from_slice(&value.to_le_bytes());
+    }
+    fn put_u128(&mut self, value: u128) {
         self.extend_from_slice(&value.to_le_bytes());
     }
     /// A WireName; callers guarantee 1..=255 bytes (names are validated on the way in).

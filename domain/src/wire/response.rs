@@ -324,6 +324,7 @@ mod tests {
             partitions: vec![0],
             consumer_groups: Default::default(),
             next_group_id: 0,
+            memberships: Default::default(),
         };
         let mut out = Vec::new();
         topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });

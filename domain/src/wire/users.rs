@@ -157,7 +157,7 @@ impl MetadataOp<'_> {
                 out.put_name(name);
                 op::REMOVE_TOKEN
             }
-            _ => return None,
+            other => return crate::wire::membership::encode_op(other),
         };
         Some((operation, out))
     }

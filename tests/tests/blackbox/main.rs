@@ -10,6 +10,7 @@ mod config;
 mod consumer_groups;
 mod crash_loop;
 mod dedup;
+mod group_membership;
 mod direct_io;
 mod disk_full;
 mod encryption;

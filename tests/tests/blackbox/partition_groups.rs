@@ -22,11 +22,18 @@ pub(crate) const PARTITIONS: u32 = 4;
 pub(crate) const SHARDS: u16 = 2;
 
 fn start() -> anyhow::Result<Cluster> {
+    start_with(&[])
+}
+
+/// Three replicating nodes with `extra` in every node's environment.
+fn start_with(extra: &[(&'static str, &str)]) -> anyhow::Result<Cluster> {
     start_cluster_with(&|_| {
-        vec![
+        let mut env = vec![
             ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true".to_owned()),
             ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string()),
-        ]
+        ];
+        env.extend(extra.iter().map(|(key, value)| (*key, value.to_string())));
+        env
     })
 }
 
@@ -420,6 +427,38 @@ async fn deleted_segments_go_on_every_replica_from_a_request_to_any_node() -> an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_the_same_segments_on_every_replica() -> anyhow::Result<()> {
+    let mut cluster = start_with(&[("IGGY_DATA_MAINTENANCE_MESSAGES_INTERVAL", "200 ms")])?;
+    let client = client_once_committing(&cluster).await?;
+    // A 2 MiB cap on 1 MiB segments: about 2.5 MiB of sends make the oldest segment go.
+    let sends = 21;
+    let cap = MaxTopicSize::Custom(IggyByteSize::from(2 * SEGMENT_BYTES));
+    let (stream, topic) = fill_capped_segments(&client, "capped", sends, cap).await?;
+    let first = format!("streams/{stream}/topics/{topic}/partitions/0/00000000000000000000.log");
+    eventually(TIMEOUT, "every node deleted its oldest segment", || async {
+        let left: Vec<usize> =
+            (0..cluster.nodes.len()).filter(|&n| cluster.nodes[n].data_dir().join(&first).exists()).collect();
+        anyhow::ensure!(left.is_empty(), "nodes {left:?} still hold {first}");
+        Ok(())
+    })
+    .await?;
+    // One decision, the group primary's, applied by every replica: the same messages went.
+    every_node_agrees(&cluster, (stream, topic), &[0], |_, held| {
+        let (first, last) = (held.first().map(|m| m.0), held.last().map(|m| m.1));
+        anyhow::ensure!(first > Some(0) && last == Some(sends * 10), "offsets {first:?}.., last id {last:?}");
+        Ok(())
+    })
+    .await?;
+    for node in &cluster.nodes {
+        let logs = std::fs::read_to_string(node.data_dir().join("logs/rill.log")).unwrap_or_default();
+        assert!(logs.contains("deleted the segments the partition group's committed deletion names"), "{logs}");
+    }
+    drop(client);
+    stop_and_compare(&mut cluster)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_send_is_readable_on_the_forwarding_node_once_acknowledged() -> anyhow::Result<()> {
     let mut cluster = start()?;
     let client = client_once_committing(&cluster).await?;
@@ -506,9 +545,22 @@ const SEGMENT_BYTES: u64 = 1 << 20;
 /// A stream `name` with one single-partition topic of 1 MiB segments, sent `sends` batches
 /// of ten 12 KB messages (ids from 1); its stream and topic ids.
 async fn fill_segments(client: &IggyClient, name: &str, sends: u128) -> anyhow::Result<(u32, u32)> {
+    fill_capped_segments(client, name, sends, MaxTopicSize::Unlimited).await
+}
+
+/// `fill_segments` into a topic of at most `cap` bytes.
+async fn fill_capped_segments(
+    client: &IggyClient,
+    name: &str,
+    sends: u128,
+    cap: MaxTopicSize,
+) -> anyhow::Result<(u32, u32)> {
     let stream = client.create_stream(name).await?.id;
-    let options =
-        TopicCreateOptions { segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)), ..rill_tests::topic_options(1) };
+    let options = TopicCreateOptions {
+        segment_size: Some(IggyByteSize::from(SEGMENT_BYTES)),
+        max_topic_size: Some(cap),
+        ..rill_tests::topic_options(1)
+    };
     let topic = client.create_topic(&id(stream), "events", &options).await?.id;
     for send in 0..sends {
         let mut batch: Vec<IggyMessage> =
