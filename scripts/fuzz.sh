@@ -14,6 +14,8 @@ fi
 # stable toolchain here accepts them once told it may.
 export RUSTC_BOOTSTRAP=1
 export CARGO_INCREMENTAL=0
+# FUZZ_OPT_LEVEL trades fuzzing speed for build time (the test script's short run uses 1).
+export CARGO_PROFILE_RELEASE_OPT_LEVEL="${FUZZ_OPT_LEVEL:-3}"
 FLAGS=(--sanitizer none --debug-assertions --target-dir ../target/fuzz)
 CORPUS="$PWD/target/fuzz-corpus"
 
