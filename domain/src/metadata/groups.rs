@@ -100,7 +100,7 @@ impl Metadata {
         for stream in self.streams.values_mut() {
             for topic in stream.topics.values_mut() {
                 for group in topic.memberships.values_mut() {
-                    group.drop_where(&gone, timestamp);
+                    group.drop_where(gone, timestamp);
                 }
             }
         }

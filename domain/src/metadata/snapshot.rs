@@ -292,7 +292,7 @@ mod tests {
             for topic in stream.topics.values() {
                 let mut record = Vec::new();
                 put_topic(&mut record, topic);
-                let membership = 4 + topic.memberships.iter().map(|(_, g)| 4 + encoded_len(g)).sum::<usize>();
+                let membership = 4 + topic.memberships.values().map(|g| 4 + encoded_len(g)).sum::<usize>();
                 bytes.extend_from_slice(&record[..record.len() - membership]);
             }
         }
