@@ -78,7 +78,7 @@ fn settings(reader: &mut Reader<'_>) -> Result<TopicSettings, ErrorCode> {
     Ok(settings)
 }
 
-fn put_topic(out: &mut Vec<u8>, topic: &Topic) {
+fn put_topic(out: &mut Vec<u8>, topic: &Topic, version: u8) {
     out.put_u32(topic.id);
     put_bytes(out, topic.name.as_bytes());
     out.put_u64(topic.created_at);
@@ -93,6 +93,9 @@ fn put_topic(out: &mut Vec<u8>, topic: &Topic) {
         put_bytes(out, name.as_bytes());
     }
     out.put_u32(topic.next_group_id);
+    if version < 2 {
+        return;
+    }
     out.put_u32(topic.memberships.len() as u32);
     for (id, group) in &topic.memberships {
         out.put_u32(*id);
@@ -177,7 +180,12 @@ impl Metadata {
     /// Every stream, topic, partition, group, user and token, in key order: equal states
     /// give equal bytes.
     pub fn snapshot(&self) -> Vec<u8> {
-        let mut out = vec![SNAPSHOT_VERSION];
+        self.snapshot_version(SNAPSHOT_VERSION)
+    }
+
+    /// The snapshot in format `version` (older ones for the tests that read them back).
+    fn snapshot_version(&self, version: u8) -> Vec<u8> {
+        let mut out = vec![version];
         out.put_u32(self.streams.len() as u32);
         for stream in self.streams.values() {
             out.put_u32(stream.id);
@@ -185,7 +193,7 @@ impl Metadata {
             out.put_u64(stream.created_at);
             out.put_u32(stream.topics.len() as u32);
             for topic in stream.topics.values() {
-                put_topic(&mut out, topic);
+                put_topic(&mut out, topic, version);
             }
         }
         out.put_u32(self.users.len() as u32);
@@ -281,33 +289,9 @@ mod tests {
                 topic.memberships.values_mut().for_each(|group| *group = ConsumerGroup::default());
             }
         }
-        // Version 1 bytes: the same layout without the membership records.
-        let mut bytes = vec![1u8];
-        bytes.put_u32(v1.streams.len() as u32);
-        for stream in v1.streams.values() {
-            bytes.put_u32(stream.id);
-            put_bytes(&mut bytes, stream.name.as_bytes());
-            bytes.put_u64(stream.created_at);
-            bytes.put_u32(stream.topics.len() as u32);
-            for topic in stream.topics.values() {
-                let mut record = Vec::new();
-                put_topic(&mut record, topic);
-                let membership = 4 + topic.memberships.values().map(|g| 4 + encoded_len(g)).sum::<usize>();
-                bytes.extend_from_slice(&record[..record.len() - membership]);
-            }
-        }
-        bytes.put_u32(v1.users.len() as u32);
-        for user in v1.users.values() {
-            put_user(&mut bytes, user);
-        }
+        let bytes = metadata.snapshot_version(1);
         assert_eq!(Metadata::from_snapshot(&bytes), Ok(v1));
         assert_ne!(metadata.group_states().map(|(_, g)| g.clone()).collect::<Vec<_>>(), vec![ConsumerGroup::default()]);
-    }
-
-    fn encoded_len(group: &ConsumerGroup) -> usize {
-        let mut out = Vec::new();
-        group.encode(&mut out);
-        out.len()
     }
 
     #[test]
