@@ -176,6 +176,10 @@ impl<E: Env> Shard<E> {
         }
         ops.extend(gone.into_iter().map(|id| MetadataOp::DropMembers { node: me, boot, connection: Some(id) }));
         let primary = role.normal && role.primary == me;
+        // Only the primary times nodes out, from when it first saw them lost as primary.
+        if !primary {
+            unreachable.clear();
+        }
         if primary {
             ops.extend(overdue.into_iter().map(|group| MetadataOp::SettleGroup { group, synced: 0, timeout_us }));
             unreachable.retain(|node, _| !self.shared.replica.peer_connected(*node));
