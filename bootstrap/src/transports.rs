@@ -19,7 +19,7 @@ use crate::server::ProductionShard;
 pub struct Listeners {
     tcp: Option<(TcpListener, Option<TlsAcceptor>)>,
     websocket: Option<(TcpListener, Option<TlsAcceptor>)>,
-    quic: Option<compio_quic::Endpoint>,
+    quic: Option<rill_adapter_transport_quic::QuicListener>,
     /// Bound now, served on its own thread once the shards' shared state exists.
     pub http: Option<(std::net::TcpListener, Option<rill_adapter_transport_http::TlsConfig>)>,
     pub ports: NodePorts,
@@ -99,11 +99,11 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
     if config.quic.enabled {
         let identity = certificates.identity(&config.quic.tls)?;
         let tls = rill_adapter_tls::server_config(&identity, &[]).map_err(anyhow::Error::msg)?;
-        let endpoint = rill_adapter_transport_quic::bind(&config.quic.address, (*tls).clone()).await?;
-        let local = endpoint.local_addr().context("reading the quic address")?;
+        let listener = rill_adapter_transport_quic::bind(&config.quic.address, (*tls).clone()).await?;
+        let local = listener.local_addr().context("reading the quic address")?;
         listeners.ports.quic = local.port();
         listeners.summary.push(format!("quic {local}"));
-        listeners.quic = Some(endpoint);
+        listeners.quic = Some(listener);
     }
     if config.http.enabled {
         let listener = rill_adapter_transport_http::bind(&config.http.address)?;
@@ -130,7 +130,7 @@ pub fn serve_all(system: &Rc<ProductionShard>, listeners: Listeners, bus: &Cross
     if let Some((listener, tls)) = listeners.websocket {
         compio::runtime::spawn(rill_adapter_transport_ws::serve(system.clone(), listener, bus.clone(), tls)).detach();
     }
-    if let Some(endpoint) = listeners.quic {
-        compio::runtime::spawn(rill_adapter_transport_quic::serve(system.clone(), endpoint)).detach();
+    if let Some(listener) = listeners.quic {
+        compio::runtime::spawn(rill_adapter_transport_quic::serve(system.clone(), listener)).detach();
     }
 }

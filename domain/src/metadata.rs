@@ -42,19 +42,59 @@ pub struct Topic {
 /// What an applied operation changed, so the caller can mirror it in storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
-    StreamCreated { stream_id: u32 },
-    StreamUpdated { stream_id: u32 },
-    StreamDeleted { stream_id: u32 },
-    StreamPurged { stream_id: u32 },
-    TopicCreated { stream_id: u32, topic_id: u32 },
-    TopicUpdated { stream_id: u32, topic_id: u32 },
-    TopicDeleted { stream_id: u32, topic_id: u32 },
-    TopicPurged { stream_id: u32, topic_id: u32 },
-    PartitionsCreated { stream_id: u32, topic_id: u32, first: u32, count: u32 },
-    PartitionsDeleted { stream_id: u32, topic_id: u32, first: u32, count: u32 },
-    UserChanged { user_id: u32 },
-    GroupCreated { stream_id: u32, topic_id: u32, group_id: u32 },
-    GroupDeleted { stream_id: u32, topic_id: u32, group_id: u32 },
+    StreamCreated {
+        stream_id: u32,
+    },
+    StreamUpdated {
+        stream_id: u32,
+    },
+    StreamDeleted {
+        stream_id: u32,
+    },
+    StreamPurged {
+        stream_id: u32,
+    },
+    TopicCreated {
+        stream_id: u32,
+        topic_id: u32,
+    },
+    TopicUpdated {
+        stream_id: u32,
+        topic_id: u32,
+    },
+    TopicDeleted {
+        stream_id: u32,
+        topic_id: u32,
+    },
+    TopicPurged {
+        stream_id: u32,
+        topic_id: u32,
+    },
+    PartitionsCreated {
+        stream_id: u32,
+        topic_id: u32,
+        first: u32,
+        count: u32,
+    },
+    PartitionsDeleted {
+        stream_id: u32,
+        topic_id: u32,
+        first: u32,
+        count: u32,
+    },
+    UserChanged {
+        user_id: u32,
+    },
+    GroupCreated {
+        stream_id: u32,
+        topic_id: u32,
+        group_id: u32,
+    },
+    GroupDeleted {
+        stream_id: u32,
+        topic_id: u32,
+        group_id: u32,
+    },
     /// A consumer group's membership or assignment changed.
     MembershipChanged,
 }

@@ -158,7 +158,10 @@ impl<E: Env> Shard<E> {
         partition: &Partition<E::Storage>,
         policy: RetentionPolicy,
     ) {
-        if !self.group_role().is_some_and(|(_, primary, normal)| normal && primary == group.replication.membership.replica_id) {
+        if !self
+            .group_role()
+            .is_some_and(|(_, primary, normal)| normal && primary == group.replication.membership.replica_id)
+        {
             return;
         }
         let below = {

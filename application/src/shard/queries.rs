@@ -67,11 +67,7 @@ pub(super) fn encode_topic_details(
 }
 
 /// ConsumerGroupDetails: the group, then each member with its partitions.
-pub(super) fn encode_group_details(
-    out: &mut Vec<u8>,
-    metadata: &Metadata,
-    key: rill_domain::consumer_group::GroupKey,
-) {
+pub(super) fn encode_group_details(out: &mut Vec<u8>, metadata: &Metadata, key: rill_domain::consumer_group::GroupKey) {
     let Some(topic) = metadata.topic_by_ids(key.stream_id, key.topic_id) else { return };
     let Some(name) = topic.consumer_groups.get(&key.group_id) else { return };
     let members = metadata.group_state(key).map(|g| g.members()).unwrap_or_default();
@@ -221,11 +217,8 @@ impl<E: Env> Shard<E> {
     pub fn get_client(&self, client_id: u32) -> ShardReply {
         let mut out = Vec::new();
         if let Some(info) = self.shared.sessions.clients.get(client_id) {
-            let groups: Vec<(u32, u32, u32)> = self
-                .memberships(client_id)
-                .iter()
-                .map(|k| (k.stream_id, k.topic_id, k.group_id))
-                .collect();
+            let groups: Vec<(u32, u32, u32)> =
+                self.memberships(client_id).iter().map(|k| (k.stream_id, k.topic_id, k.group_id)).collect();
             response::client_details(&mut out, &info, &groups);
         }
         Ok(out)

@@ -146,7 +146,12 @@ mod tests {
         let key = GroupKey { stream_id: 0, topic_id: 0, group_id: 0 };
         let setup = [
             MetadataOp::CreateStream { name: "s".into() },
-            MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 4, name: "t".into(), options: &[] },
+            MetadataOp::CreateTopic {
+                stream: Identifier::Numeric(0),
+                partitions_count: 4,
+                name: "t".into(),
+                options: &[],
+            },
             MetadataOp::CreateConsumerGroup { topic: topic.clone(), name: "g".into() },
         ];
         for op in &setup {

@@ -417,7 +417,10 @@ async fn deleted_segments_go_on_every_replica_from_a_request_to_any_node() -> an
     assert_eq!(last, Some((10 * sends as u64, 10_000)), "the send after the deletion");
     assert!(polled[0].header.offset > 0, "polls start past the deleted segment");
     every_node_agrees(&cluster, (stream, topic), &[0], |_, held| {
-        anyhow::ensure!(held.last().map(|(_, id, _)| *id) == Some(10_000), "the send after the deletion is not here yet");
+        anyhow::ensure!(
+            held.last().map(|(_, id, _)| *id) == Some(10_000),
+            "the send after the deletion is not here yet"
+        );
         Ok(())
     })
     .await?;
