@@ -175,7 +175,7 @@ mod tests {
     fn direct_io_names_which_topics_bypass_the_page_cache() {
         use rill_application::partition::DirectIo;
         let defaults = load(None, &env(&[])).unwrap().data;
-        assert_eq!(defaults.partition.direct_io, DirectIo::Off);
+        assert_eq!(defaults.partition.direct_io, DirectIo::Persisted);
         assert_eq!(defaults.direct_io_cache_bytes, 256 << 20);
         let none = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO_CACHE", "0")])).unwrap().data;
         assert_eq!(none.direct_io_cache_bytes, 0);
