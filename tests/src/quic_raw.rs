@@ -51,14 +51,6 @@ impl ServerCertVerifier for AnyCertificate {
 
 /// A QUIC connection to `address` (a `127.0.0.1:port` string).
 pub async fn connect(address: &str) -> anyhow::Result<quinn::Connection> {
-    let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    endpoint.set_default_client_config(client_config()?);
-    let server: SocketAddr = address.parse()?;
-    Ok(endpoint.connect(server, "localhost")?.await?)
-}
-
-/// TLS 1.3 with any server certificate accepted.
-fn client_config() -> anyhow::Result<quinn::ClientConfig> {
     let provider = Arc::new(ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?
@@ -66,7 +58,10 @@ fn client_config() -> anyhow::Result<quinn::ClientConfig> {
         .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
         .with_no_client_auth();
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)?;
-    Ok(quinn::ClientConfig::new(Arc::new(crypto)))
+    let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let server: SocketAddr = address.parse()?;
+    Ok(endpoint.connect(server, "localhost")?.await?)
 }
 
 /// Sends `bytes` on a new stream, finishes it, and reads the answer to its end; `None`

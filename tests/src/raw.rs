@@ -22,6 +22,7 @@ pub const OP_CREATE_STREAM: u8 = 128;
 pub const CODE_PING: u32 = 1;
 pub const CODE_GET_STATS: u32 = 10;
 pub const CODE_GET_STREAMS: u32 = 201;
+pub const CODE_POLL_MESSAGES: u32 = 100;
 
 /// Packed protocol version 0.11.0.
 pub const PROTOCOL_VERSION: u32 = 11264;
@@ -318,4 +319,21 @@ pub fn garbage(len: usize, seed: u64) -> Vec<u8> {
             (state >> 24) as u8
         })
         .collect()
+}
+
+/// A POLL_MESSAGES body: consumer 9, numeric stream and topic ids, `count` messages of
+/// `partition` from `offset`, no auto-commit.
+pub fn poll_body(stream: u32, topic: u32, partition: u32, offset: u64, count: u32) -> Vec<u8> {
+    let numeric = |value: u32| [&[1u8, 4][..], &value.to_le_bytes()].concat();
+    let mut body = vec![1u8];
+    body.extend(numeric(9));
+    body.extend(numeric(stream));
+    body.extend(numeric(topic));
+    body.push(1);
+    body.extend(partition.to_le_bytes());
+    body.push(1);
+    body.extend(offset.to_le_bytes());
+    body.extend(count.to_le_bytes());
+    body.push(0);
+    body
 }

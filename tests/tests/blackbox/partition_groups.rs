@@ -120,20 +120,13 @@ pub(crate) fn poll_on(address: &str, topic: (u32, u32), partition: u32) -> anyho
     let mut stream = raw::connect(address)?;
     let client = 0xc2u128 << 120 | rill_tests::free_port() as u128;
     let session = raw::try_login(&mut stream, client).map_err(anyhow::Error::msg)?;
-    let numeric = |value: u32| [&[1u8, 4][..], &value.to_le_bytes()].concat();
     let (mut held, mut next, mut request) = (Vec::new(), 0u64, 1u64);
     loop {
-        let mut body = vec![1u8];
-        body.extend(numeric(9));
-        body.extend(numeric(topic.0));
-        body.extend(numeric(topic.1));
-        body.push(1);
-        body.extend(partition.to_le_bytes());
-        body.push(1);
-        body.extend(next.to_le_bytes());
-        body.extend(1000u32.to_le_bytes());
-        body.push(0);
-        raw::send(&mut stream, &Request::non_replicated(client, request, session, CODE_POLL_MESSAGES).frame(&body));
+        let body = raw::poll_body(topic.0, topic.1, partition, next, 1000);
+        raw::send(
+            &mut stream,
+            &Request::non_replicated(client, request, session, raw::CODE_POLL_MESSAGES).frame(&body),
+        );
         request += 1;
         let reply = raw::read_frame(&mut stream).expect_frame("poll reply");
         anyhow::ensure!(reply.status() == 0, "{address}: poll status {}", reply.status());
@@ -145,9 +138,6 @@ pub(crate) fn poll_on(address: &str, topic: (u32, u32), partition: u32) -> anyho
         }
     }
 }
-
-/// POLL_MESSAGES (protocol 0.11).
-const CODE_POLL_MESSAGES: u32 = 100;
 
 /// The messages of the batch records in a poll reply after its 16-byte prefix.
 fn read_batches(mut records: &[u8], held: &mut Vec<Held>) -> anyhow::Result<()> {

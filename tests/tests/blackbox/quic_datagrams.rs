@@ -10,8 +10,6 @@ use iggy::prelude::*;
 use rill_tests::raw::{self, Request};
 use rill_tests::{TestServer, connect_root, create_stream_and_topic, free_port, id, message, quic_raw};
 
-/// POLL_MESSAGES (protocol 0.11).
-const CODE_POLL_MESSAGES: u32 = 100;
 const MESSAGES: u32 = 512;
 
 #[tokio::test]
@@ -34,7 +32,7 @@ async fn a_peer_on_this_host_gets_its_largest_datagrams_from_the_first_poll() ->
     // 1,200 bytes, the 540 KB reply would take over 450 datagrams.
     let journaled = in_use(&http, &token)?;
     let default = quic_raw::connect(&quic).await?;
-    let (bytes, datagrams) = poll_all(&default, login(&default).await?, (stream, topic), 1).await?;
+    let (bytes, datagrams) = poll_all(&default, login(&default).await?, (stream, topic)).await?;
     assert!(bytes > datagrams * 1350, "{datagrams} datagrams carried a {bytes}-byte reply to a 1,472-byte peer");
     default.close(0u32.into(), b"done");
     // The journal may still hold the sent batch's frame; the reply's buffer is back.
@@ -65,20 +63,9 @@ async fn poll_all(
     connection: &quinn::Connection,
     (client_id, session): (u128, u64),
     (stream, topic): (u32, u32),
-    request: u64,
 ) -> anyhow::Result<(u64, u64)> {
-    let numeric = |value: u32| [&[1u8, 4][..], &value.to_le_bytes()].concat();
-    let mut body = vec![1u8];
-    body.extend(numeric(9));
-    body.extend(numeric(stream));
-    body.extend(numeric(topic));
-    body.push(1);
-    body.extend(0u32.to_le_bytes());
-    body.push(1);
-    body.extend(0u64.to_le_bytes());
-    body.extend(MESSAGES.to_le_bytes());
-    body.push(0);
-    let poll = Request::non_replicated(client_id, request, session, CODE_POLL_MESSAGES).frame(&body);
+    let body = raw::poll_body(stream, topic, 0, 0, MESSAGES);
+    let poll = Request::non_replicated(client_id, 1, session, raw::CODE_POLL_MESSAGES).frame(&body);
     let before = connection.stats().udp_rx.datagrams;
     let reply = raw::Frame(quic_raw::exchange(connection, &poll).await.context("no poll reply")?);
     let datagrams = connection.stats().udp_rx.datagrams - before;
