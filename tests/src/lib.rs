@@ -19,6 +19,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -37,6 +39,8 @@ const LOG_TAIL_LINES: usize = 80;
 
 /// Ports handed out by [`free_port`] in this test process, never handed out twice.
 static HANDED_OUT_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+/// The next candidate for [`free_port`], as an offset into `listener_ports`.
+static NEXT_PORT: AtomicU32 = AtomicU32::new(u32::MAX);
 /// The server binary, resolved (and built if needed) once per test process.
 static SERVER_BINARY: OnceLock<PathBuf> = OnceLock::new();
 
@@ -131,16 +135,33 @@ fn build_server_binary() -> PathBuf {
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
-/// handed out before.
+/// handed out before. It lies below the kernel's ephemeral range, which every outgoing
+/// connection (a server's replica links, a client) takes its local port from: a port from
+/// that range can be a live connection's by the time a restarted node binds it again.
 pub fn free_port() -> u16 {
+    let (low, high) = listener_ports();
+    let span = u32::from(high - low);
+    // Each test process starts somewhere else in the range, so two at once rarely meet.
+    let _ = NEXT_PORT.compare_exchange(u32::MAX, std::process::id().wrapping_mul(7919) % span, SeqCst, SeqCst);
     loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-        let port = listener.local_addr().expect("local address").port();
-        drop(listener);
+        let port = low + (NEXT_PORT.fetch_add(1, SeqCst) % span) as u16;
         let mut handed_out = HANDED_OUT_PORTS.lock().unwrap_or_else(|e| e.into_inner());
-        if handed_out.insert(port) {
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
             return port;
         }
+    }
+}
+
+/// Where test listeners' ports come from: from 10000 up to the start of the ephemeral range
+/// (`ip_local_port_range`), or 10000-30000 when that cannot be read or leaves too little.
+fn listener_ports() -> (u16, u16) {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().and_then(|first| first.parse::<u16>().ok()));
+    match ephemeral_start {
+        Some(start) if start >= 15_000 => (10_000, start),
+        _ => (10_000, 30_000),
     }
 }
 
@@ -149,7 +170,7 @@ pub fn free_port() -> u16 {
 pub fn free_ports(count: u16) -> u16 {
     loop {
         let first = free_port();
-        let Some(last) = first.checked_add(count - 1) else { continue };
+        let Some(last) = first.checked_add(count - 1).filter(|&last| last < listener_ports().1) else { continue };
         let mut handed_out = HANDED_OUT_PORTS.lock().unwrap_or_else(|e| e.into_inner());
         let free = (first + 1..=last)
             .all(|port| !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok());
