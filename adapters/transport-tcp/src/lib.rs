@@ -67,10 +67,13 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
                 continue;
             }
         };
+        // Before any hand-off: the option belongs to the socket, so the shard that serves
+        // it inherits it. Without it a reply's last partial segment waits for the client's
+        // (possibly delayed) ACK of the ones before it.
+        let _ = stream.set_nodelay(true);
         if let Some(acceptor) = tls.clone() {
             let system = system.clone();
             compio::runtime::spawn(async move {
-                let _ = stream.set_nodelay(true);
                 match acceptor.accept(stream).await {
                     Ok(tls_stream) => serve_connection(system, tls_stream, peer).await,
                     // Plaintext sent to a TLS port lands here: the connection just closes.
@@ -114,7 +117,6 @@ pub fn adopt<E: Env>(system: Rc<Shard<E>>, fd: OwnedFd, peer: SocketAddr, moved:
 }
 
 fn spawn_connection<E: Env>(system: Rc<Shard<E>>, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
     compio::runtime::spawn(async move { serve_plain(system, stream, peer, None).await }).detach();
 }
 

@@ -47,6 +47,9 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
             compio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        // Before any hand-off, as for TCP: a reply's last partial segment must not wait for
+        // the client's ACK of the ones before it.
+        let _ = stream.set_nodelay(true);
         if let Some(acceptor) = tls.clone() {
             let system = system.clone();
             compio::runtime::spawn(async move {

@@ -141,6 +141,16 @@ async fn a_connection_moves_to_the_shard_owning_its_partition_and_keeps_its_sess
     Ok(())
 }
 
+/// A server on two shards with WebSocket listening on `address` too.
+fn two_shards_with_websocket(address: &str) -> anyhow::Result<TestServer> {
+    TestServer::start_with_env(&[
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "2"),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+        ("IGGY_WEBSOCKET_ENABLED", "true"),
+        ("IGGY_WEBSOCKET_ADDRESS", address),
+    ])
+}
+
 /// A root client over WebSocket at `address`.
 async fn connect_websocket(address: &str) -> anyhow::Result<IggyClient> {
     let config = WebSocketClientConfig { server_address: address.to_owned(), ..WebSocketClientConfig::default() };
@@ -153,12 +163,7 @@ async fn connect_websocket(address: &str) -> anyhow::Result<IggyClient> {
 #[tokio::test]
 async fn a_websocket_connection_moves_to_its_partition_and_keeps_its_session() -> anyhow::Result<()> {
     let address = format!("127.0.0.1:{}", rill_tests::free_port());
-    let server = TestServer::start_with_env(&[
-        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "2"),
-        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
-        ("IGGY_WEBSOCKET_ENABLED", "true"),
-        ("IGGY_WEBSOCKET_ADDRESS", address.as_str()),
-    ])?;
+    let server = two_shards_with_websocket(&address)?;
     let admin = connect_root(&server.tcp_address()).await?;
     admin.create_stream("moving").await?;
     admin.create_topic(&id(0), "events", &topic_options(1)).await?;
@@ -193,5 +198,57 @@ async fn a_websocket_connection_moves_to_its_partition_and_keeps_its_session() -
         server.logs().lines().filter(|line| line.contains("client moved")).map(str::to_owned).collect();
     assert_eq!(moved.len(), 1, "exactly the connection on the other shard moved:\n{}", server.logs());
     assert!(moved[0].contains("websocket"), "{moved:?}");
+    Ok(())
+}
+
+/// Copies of the connected sockets the server process `pid` holds on `port`, taken with
+/// `pidfd_getfd` (the test is the server's parent, which may).
+fn server_connections_on(pid: u32, port: u16) -> anyhow::Result<Vec<std::os::fd::OwnedFd>> {
+    use rustix::net::{getpeername, getsockname};
+    use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+    let pid = Pid::from_raw(pid as i32).expect("a process id is positive");
+    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    let mut sockets = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        let entry = entry?;
+        let is_socket = std::fs::read_link(entry.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:"));
+        let Some(number) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if !is_socket {
+            continue;
+        }
+        let copy = pidfd_getfd(&pidfd, number, PidfdGetfdFlags::empty())?;
+        let local = getsockname(&copy).ok().and_then(|a| std::net::SocketAddr::try_from(a).ok());
+        if local.is_some_and(|a| a.port() == port) && getpeername(&copy).is_ok_and(|peer| peer.is_some()) {
+            sockets.push(copy);
+        }
+    }
+    Ok(sockets)
+}
+
+#[tokio::test]
+async fn every_client_socket_sends_without_delay_whichever_shard_serves_it() -> anyhow::Result<()> {
+    // Nagle's algorithm holds the last partial segment of a reply until the client ACKs
+    // the ones before it, which a client delaying its ACKs turns into a stall. The option
+    // is set where the connection is accepted, so a connection handed to another shard
+    // must carry it too.
+    let ws_port = rill_tests::free_port();
+    let ws_address = format!("127.0.0.1:{ws_port}");
+    let server = two_shards_with_websocket(&ws_address)?;
+    let (_tcp_clients, shards) = connect_many(&server, 4).await?;
+    assert!(shards.iter().any(|shard| shard == "1"), "no connection handed to shard 1: {shards:?}");
+    let mut ws_clients = Vec::new();
+    for _ in 0..4 {
+        let client = connect_websocket(&ws_address).await?;
+        client.get_me().await?;
+        ws_clients.push(client);
+    }
+    let pid = server.pid().expect("a running server");
+    for (transport, port, expected) in [("tcp", server.port(), 4), ("websocket", ws_port, 4)] {
+        let sockets = server_connections_on(pid, port)?;
+        assert_eq!(sockets.len(), expected, "{transport} connections held by the server");
+        for socket in &sockets {
+            assert!(rustix::net::sockopt::tcp_nodelay(socket)?, "a {transport} connection has Nagle's algorithm on");
+        }
+    }
     Ok(())
 }
