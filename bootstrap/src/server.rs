@@ -44,6 +44,8 @@ pub(crate) type ProductionShard = Shard<ProductionEnv>;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
+/// How long shard 0 waits for the peer shards to stop before it ends without them.
+const PEER_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn port_of(address: &str) -> u16 {
     address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
@@ -139,34 +141,39 @@ pub fn run(
     let (buses, inboxes) = rill_adapter_bus_crossfire::bus(shard_count, config.inbox_capacity);
     let (setup_tx, setup_rx): (Vec<_>, Vec<_>) = (1..shard_count).map(|_| mpsc::channel::<ShardSetup>()).unzip();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    // Each peer thread holds a sender until it ends: shard 0 sees them all gone as the
+    // channel disconnecting.
+    let (running_tx, running_rx) = mpsc::channel::<()>();
     let mut threads = Vec::new();
     let mut inboxes = inboxes.into_iter();
     let mut buses_iter = buses.into_iter();
     let (bus0, inbox0) = (buses_iter.next().expect("one shard at least"), inboxes.next().expect("one inbox per shard"));
     for ((shard_id, (bus, inbox)), setup) in (1..shard_count).zip(buses_iter.zip(inboxes)).zip(setup_rx) {
-        let (core, ready) = (cores[shard_id as usize], ready_tx.clone());
+        let (core, ready, running) = (cores[shard_id as usize], ready_tx.clone(), running_tx.clone());
         let thread = std::thread::Builder::new().name(format!("rill-shard-{shard_id}")).spawn(move || {
             if let Err(error) = peer_shard(core, bus, inbox, setup, ready.clone()) {
                 let _ = ready.send(Err(format!("shard {shard_id}: {error:#}")));
             }
+            drop(running);
         })?;
         threads.push(thread);
     }
-    drop(ready_tx);
+    drop((ready_tx, running_tx));
     let shard0 = Shard0 {
         config,
         root,
         core: cores[0],
         shard_count,
         bus: bus0,
-        inbox: inbox0,
+        inbox: Some(inbox0),
         setup: setup_tx,
         ready: ready_rx,
+        peers_running: running_rx,
         traces,
     };
     let result = std::thread::Builder::new().name("rill-shard-0".into()).spawn(move || shard0.run())?.join();
-    // A failed start leaves peer shards waiting on their inboxes: return at once, and the
-    // process ends with them. After a clean shutdown every shard has been told to stop.
+    // Shard 0 returns once every peer that started has stopped (a failed start before that
+    // leaves peers waiting for their setup, and the process ends with them).
     result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))??;
     for thread in threads {
         let _ = thread.join();
@@ -372,9 +379,12 @@ struct Shard0 {
     core: Option<usize>,
     shard_count: u16,
     bus: CrossfireBus,
-    inbox: Inbox,
+    /// Taken when shard 0 starts serving it.
+    inbox: Option<Inbox>,
     setup: Vec<mpsc::Sender<ShardSetup>>,
     ready: mpsc::Receiver<Result<(), String>>,
+    /// Disconnects once every peer shard's thread has ended.
+    peers_running: mpsc::Receiver<()>,
     /// The OpenTelemetry exporter's span queue, when `[telemetry]` is on.
     traces: Option<mpsc::SyncSender<rill_application::shared::RequestTrace>>,
 }
@@ -385,7 +395,7 @@ impl Shard0 {
         shard_runtime()?.block_on(self.serve())
     }
 
-    async fn serve(self) -> anyhow::Result<()> {
+    async fn serve(mut self) -> anyhow::Result<()> {
         let mut listeners = crate::transports::bind_all(&self.config).await?;
         if listeners.http.is_none() {
             listeners.ports.http = port_of(&self.config.http.address);
@@ -423,18 +433,13 @@ impl Shard0 {
         let shared = Arc::new(shared);
         let (publisher, factory) = rill_adapter_metadata_leftright::new(recovered.metadata());
         let host_stats = HostStats::start(&self.config.system_path).context("starting the host metrics sampler")?;
-        for setup in &self.setup {
-            let parts = ShardSetup {
-                shared: shared.clone(),
-                factory: factory.clone(),
-                host_stats: host_stats.clone(),
-                cluster: self.config.cluster.clone(),
-            };
-            setup.send(parts).context("starting a shard")?;
-        }
+        // Bound before any peer starts, so a taken port fails the start with none to stop.
         let (replica_plane, network) = crate::cluster::bind(&self.config.cluster).await?;
+        if let Err(error) = self.start_peers(&shared, &factory, &host_stats) {
+            self.stop_peers().await;
+            return Err(error);
+        }
         let writer = MetadataWriter::new(recovered.replication, publisher, network, rand::random());
-        let pending = recovered.pending;
         let parts = ShardParts {
             storage: shard_storage(&shared),
             clock,
@@ -447,11 +452,62 @@ impl Shard0 {
             writer: Some(writer),
         };
         let system = Rc::new(Shard::new(parts));
-        compio::runtime::spawn(serve_inbox(system.clone(), self.inbox)).detach();
-        crate::cluster::serve(&system, &self.config.cluster, replica_plane);
+        let result = self.run_shard(&system, listeners, replica_plane, recovered.pending, factory).await;
+        // Every shard is stopped, even when one could not flush. Peers read the metadata
+        // until they stop, and its write handle lives in `system`: it must outlive them,
+        // after a failed start as after a clean shutdown.
+        self.stop_peers().await;
+        log_pool(&system.shared);
+        result?;
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+
+    /// Hands every peer shard what it needs to start.
+    fn start_peers(&self, shared: &Arc<Shared>, factory: &ReaderFactory, host_stats: &HostStats) -> anyhow::Result<()> {
+        for setup in &self.setup {
+            let parts = ShardSetup {
+                shared: shared.clone(),
+                factory: factory.clone(),
+                host_stats: host_stats.clone(),
+                cluster: self.config.cluster.clone(),
+            };
+            setup.send(parts).context("starting a shard")?;
+        }
+        Ok(())
+    }
+
+    /// Tells every peer shard to stop and waits until their threads have ended.
+    async fn stop_peers(&mut self) {
+        // A peer still waiting for its setup ends once that can no longer come.
+        self.setup.clear();
+        self.bus.shutdown_all().await;
+        let deadline = std::time::Instant::now() + PEER_STOP_LIMIT;
+        while let Err(mpsc::TryRecvError::Empty) = self.peers_running.try_recv() {
+            if std::time::Instant::now() > deadline {
+                tracing::warn!(limit_s = PEER_STOP_LIMIT.as_secs(), "peer shards still running; stopping without them");
+                return;
+            }
+            compio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Serves as shard 0 from the open partitions until a shutdown signal, then flushes
+    /// every shard's partitions.
+    async fn run_shard(
+        &mut self,
+        system: &Rc<ProductionShard>,
+        mut listeners: crate::transports::Listeners,
+        replica_plane: Option<(compio::net::TcpListener, rill_adapter_replica_tcp::Security)>,
+        pending: Vec<rill_domain::vsr::Effect>,
+        factory: ReaderFactory,
+    ) -> anyhow::Result<()> {
+        let inbox = self.inbox.take().expect("shard 0 serves its inbox once");
+        compio::runtime::spawn(serve_inbox(system.clone(), inbox)).detach();
+        crate::cluster::serve(system, &self.config.cluster, replica_plane);
         system.start_replication(pending).await;
         system.open_owned_partitions().await?;
-        crate::cluster::start_group(&system, &self.config.cluster).await?;
+        crate::cluster::start_group(system, &self.config.cluster).await?;
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;
         }
@@ -474,7 +530,7 @@ impl Shard0 {
         // Scripts and tests wait for this line; the first address is the TCP one.
         let tcp = format!("{}:{}", listeners.ip, listeners.ports.tcp);
         println!("rill-server listening on {tcp} with {} shards ({summary})", self.shard_count);
-        crate::transports::serve_all(&system, listeners, &self.bus);
+        crate::transports::serve_all(system, listeners, &self.bus);
         let systemd = self.config.systemd.clone();
         systemd.notify("READY=1");
         if let Some(interval) = systemd.watchdog_interval() {
@@ -488,7 +544,7 @@ impl Shard0 {
             })
             .detach();
         }
-        spawn_maintenance(&system);
+        spawn_maintenance(system);
         compio::runtime::spawn(report_pool(system.shared.clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
         compio::runtime::spawn(watch_free_space(system.clone())).detach();
@@ -502,12 +558,7 @@ impl Shard0 {
         {
             tracing::warn!(%error, "cannot leave the clean-shutdown marker: the next start checks segment tails as after a crash");
         }
-        // Every shard is stopped even when one could not flush.
-        self.bus.shutdown_all().await;
-        log_pool(&system.shared);
-        flushed.context("flushing partitions at shutdown")?;
-        tracing::info!("shutdown complete");
-        Ok(())
+        flushed.context("flushing partitions at shutdown")
     }
 }
 

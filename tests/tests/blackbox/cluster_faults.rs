@@ -83,3 +83,43 @@ async fn a_partitioned_primary_is_replaced_and_catches_up_and_one_way_cuts_heal(
     eventually(TIMEOUT, "create over slow links", || create_through_any(&cluster, &[0, 1, 2], "slow")).await?;
     everyone_has(&cluster, &["before", "during", "one-way", "slow"]).await
 }
+
+/// Starts node 0 of a three-node roster on three shards a few times, with the port
+/// `offset` above its replica port held by the test: each start must fail on that port,
+/// exit with 1, and leave no shard panicking on its way out.
+fn start_refused_with_port_taken(offset: u16, replicate_partitions: &str, naming: &str) -> anyhow::Result<()> {
+    let plane = rill_tests::free_ports(4);
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", plane + offset))?;
+    let tcp = free_port();
+    let tcp_address = format!("127.0.0.1:{tcp}");
+    let replicas = format!("127.0.0.1:{plane},127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let clients = format!("{tcp_address},127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let env = [
+        ("IGGY_TCP_ADDRESS", tcp_address.as_str()),
+        ("IGGY_CLUSTER_ENABLED", "true"),
+        ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
+        ("IGGY_CLUSTER_CLIENT_ADDRESSES", clients.as_str()),
+        ("IGGY_CLUSTER_REPLICATE_PARTITIONS", replicate_partitions),
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "3"),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+    ];
+    for attempt in 0..5 {
+        let (code, stderr) = rill_tests::run_until_exit(tempfile::tempdir()?.path(), &env)?;
+        assert_eq!(code, Some(1), "attempt {attempt}: {stderr}");
+        assert!(stderr.contains(naming) && stderr.contains("Address already in use"), "attempt {attempt}: {stderr}");
+        assert!(!stderr.contains("panicked"), "attempt {attempt}: a shard panicked: {stderr}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_taken_replica_port_fails_the_start_without_a_panic() -> anyhow::Result<()> {
+    start_refused_with_port_taken(0, "false", "starting the replica plane")
+}
+
+#[test]
+fn a_taken_partition_group_port_fails_the_start_after_the_peer_shards_stopped() -> anyhow::Result<()> {
+    // Shard 0's group port: its start fails after the peer shards started theirs, so they
+    // must be stopped before shard 0 lets go of the metadata they read.
+    start_refused_with_port_taken(1, "true", "starting partition group 0's replica plane")
+}
