@@ -2,6 +2,8 @@
 //! and appends each committed operation; every shard reads through its own read handle,
 //! without locks. `publish` returns only once readers see the operation.
 
+use std::mem::ManuallyDrop;
+
 use left_right::{Absorb, ReadHandle, ReadHandleFactory, WriteHandle};
 use rill_application::ports::metadata_view::apply_committed;
 use rill_application::ports::{MetadataPublish, MetadataRead};
@@ -32,7 +34,10 @@ impl Absorb<Committed> for View {
 
 /// Shard 0's writer.
 pub struct LeftRightPublisher {
-    write: WriteHandle<View, Committed>,
+    /// Never dropped: left-right frees both copies with the write handle, and threads that
+    /// outlive shard 0's `Shard` (the HTTP thread, until the process exits) still read. The
+    /// process frees it when it ends.
+    write: ManuallyDrop<WriteHandle<View, Committed>>,
 }
 
 /// A shard's reader; create one per shard thread from the factory.
@@ -55,7 +60,7 @@ pub fn new(metadata: Metadata) -> (LeftRightPublisher, ReaderFactory) {
     let (mut write, read) = left_right::new_from_empty::<View, Committed>(View(metadata));
     write.publish();
     let factory = ReaderFactory(read.factory());
-    (LeftRightPublisher { write }, factory)
+    (LeftRightPublisher { write: ManuallyDrop::new(write) }, factory)
 }
 
 impl MetadataPublish for LeftRightPublisher {
@@ -72,7 +77,7 @@ impl MetadataPublish for LeftRightPublisher {
 
 impl MetadataRead for LeftRightReader {
     fn read<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
-        let guard = self.read.enter().expect("the write handle lives as long as the server");
+        let guard = self.read.enter().expect("the write handle is never dropped");
         f(&guard.0)
     }
 }
@@ -81,6 +86,20 @@ impl MetadataRead for LeftRightReader {
 mod tests {
     use super::*;
     use rill_domain::wire::codes::operation;
+
+    #[test]
+    fn readers_still_read_once_the_publisher_is_gone() {
+        let (mut publisher, factory) = new(Metadata::default());
+        let reader = factory.reader();
+        publisher.publish(operation::CREATE_STREAM, 7, &[4, b'l', b'o', b'g', b's']);
+        {
+            // As when shard 0 ends and its `Shard`, with the publisher in it, goes.
+            let _gone = publisher;
+        }
+        let names = |r: &LeftRightReader| r.read(|m| m.streams().map(|s| s.name.clone()).collect::<Vec<_>>());
+        assert_eq!(names(&reader), vec!["logs".to_owned()]);
+        assert_eq!(names(&factory.reader()), vec!["logs".to_owned()]);
+    }
 
     #[test]
     fn readers_see_published_operations() {
