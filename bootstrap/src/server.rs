@@ -453,9 +453,8 @@ impl Shard0 {
         };
         let system = Rc::new(Shard::new(parts));
         let result = self.run_shard(&system, listeners, replica_plane, recovered.pending, factory).await;
-        // Every shard is stopped, even when one could not flush. Peers read the metadata
-        // until they stop, and its write handle lives in `system`: it must outlive them,
-        // after a failed start as after a clean shutdown.
+        // Every shard is stopped, even when one could not flush, and has ended before shard
+        // 0 returns, after a failed start as after a clean shutdown.
         self.stop_peers().await;
         log_pool(&system.shared);
         result?;
