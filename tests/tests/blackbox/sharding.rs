@@ -216,7 +216,9 @@ fn server_connections_on(pid: u32, port: u16) -> anyhow::Result<Vec<std::os::fd:
         if !is_socket {
             continue;
         }
-        let copy = pidfd_getfd(&pidfd, number, PidfdGetfdFlags::empty())?;
+        // A descriptor the server closed since the listing is not one of the connections
+        // (those stay open); a refusal would leave none, which the count below reports.
+        let Ok(copy) = pidfd_getfd(&pidfd, number, PidfdGetfdFlags::empty()) else { continue };
         let local = getsockname(&copy).ok().and_then(|a| std::net::SocketAddr::try_from(a).ok());
         if local.is_some_and(|a| a.port() == port) && getpeername(&copy).is_ok_and(|peer| peer.is_some()) {
             sockets.push(copy);
