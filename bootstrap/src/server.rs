@@ -44,8 +44,6 @@ pub(crate) type ProductionShard = Shard<ProductionEnv>;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
-/// How long shard 0 waits for the peer shards to stop before it ends without them.
-const PEER_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn port_of(address: &str) -> u16 {
     address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
@@ -141,24 +139,20 @@ pub fn run(
     let (buses, inboxes) = rill_adapter_bus_crossfire::bus(shard_count, config.inbox_capacity);
     let (setup_tx, setup_rx): (Vec<_>, Vec<_>) = (1..shard_count).map(|_| mpsc::channel::<ShardSetup>()).unzip();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    // Each peer thread holds a sender until it ends: shard 0 sees them all gone as the
-    // channel disconnecting.
-    let (running_tx, running_rx) = mpsc::channel::<()>();
     let mut threads = Vec::new();
     let mut inboxes = inboxes.into_iter();
     let mut buses_iter = buses.into_iter();
     let (bus0, inbox0) = (buses_iter.next().expect("one shard at least"), inboxes.next().expect("one inbox per shard"));
     for ((shard_id, (bus, inbox)), setup) in (1..shard_count).zip(buses_iter.zip(inboxes)).zip(setup_rx) {
-        let (core, ready, running) = (cores[shard_id as usize], ready_tx.clone(), running_tx.clone());
+        let (core, ready) = (cores[shard_id as usize], ready_tx.clone());
         let thread = std::thread::Builder::new().name(format!("rill-shard-{shard_id}")).spawn(move || {
             if let Err(error) = peer_shard(core, bus, inbox, setup, ready.clone()) {
                 let _ = ready.send(Err(format!("shard {shard_id}: {error:#}")));
             }
-            drop(running);
         })?;
         threads.push(thread);
     }
-    drop((ready_tx, running_tx));
+    drop(ready_tx);
     let shard0 = Shard0 {
         config,
         root,
@@ -168,17 +162,15 @@ pub fn run(
         inbox: Some(inbox0),
         setup: setup_tx,
         ready: ready_rx,
-        peers_running: running_rx,
         traces,
     };
     let result = std::thread::Builder::new().name("rill-shard-0".into()).spawn(move || shard0.run())?.join();
-    // Shard 0 returns once every peer that started has stopped (a failed start before that
-    // leaves peers waiting for their setup, and the process ends with them).
-    result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))??;
+    // Shard 0 has told every peer to stop (or dropped the setups they wait for): the
+    // process ends after them, whether the start failed or the server shut down.
     for thread in threads {
         let _ = thread.join();
     }
-    Ok(())
+    result.map_err(|_| anyhow::anyhow!("shard 0 panicked"))?
 }
 
 fn memory_pool(config: &Config) -> anyhow::Result<MemoryPool> {
@@ -383,8 +375,6 @@ struct Shard0 {
     inbox: Option<Inbox>,
     setup: Vec<mpsc::Sender<ShardSetup>>,
     ready: mpsc::Receiver<Result<(), String>>,
-    /// Disconnects once every peer shard's thread has ended.
-    peers_running: mpsc::Receiver<()>,
     /// The OpenTelemetry exporter's span queue, when `[telemetry]` is on.
     traces: Option<mpsc::SyncSender<rill_application::shared::RequestTrace>>,
 }
@@ -453,8 +443,8 @@ impl Shard0 {
         };
         let system = Rc::new(Shard::new(parts));
         let result = self.run_shard(&system, listeners, replica_plane, recovered.pending, factory).await;
-        // Every shard is stopped, even when one could not flush, and has ended before shard
-        // 0 returns, after a failed start as after a clean shutdown.
+        // Every shard is told to stop, even when one could not flush, after a failed start
+        // as after a clean shutdown.
         self.stop_peers().await;
         log_pool(&system.shared);
         result?;
@@ -476,19 +466,11 @@ impl Shard0 {
         Ok(())
     }
 
-    /// Tells every peer shard to stop and waits until their threads have ended.
+    /// Tells every peer shard to stop; `run` joins their threads.
     async fn stop_peers(&mut self) {
         // A peer still waiting for its setup ends once that can no longer come.
         self.setup.clear();
         self.bus.shutdown_all().await;
-        let deadline = std::time::Instant::now() + PEER_STOP_LIMIT;
-        while let Err(mpsc::TryRecvError::Empty) = self.peers_running.try_recv() {
-            if std::time::Instant::now() > deadline {
-                tracing::warn!(limit_s = PEER_STOP_LIMIT.as_secs(), "peer shards still running; stopping without them");
-                return;
-            }
-            compio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
     }
 
     /// Serves as shard 0 from the open partitions until a shutdown signal, then flushes
