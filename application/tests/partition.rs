@@ -142,3 +142,74 @@ fn consumer_offsets_survive_reopen() {
     assert!(block_on(reopened.offsets.delete(&storage, ConsumerKey::Consumer(7))).unwrap());
     assert!(!block_on(reopened.offsets.delete(&storage, ConsumerKey::Consumer(7))).unwrap());
 }
+
+/// Bytes the simulated disk holds beyond its files' lengths: blocks reserved past them.
+fn reserved(storage: &SimStorage) -> u64 {
+    let space = block_on(storage.space(Path::new("/p"))).unwrap();
+    let lengths: u64 = storage.paths().iter().filter_map(|p| storage.file_len(p)).map(|len| len as u64).sum();
+    space.total_bytes - space.available_bytes - lengths
+}
+
+#[test]
+fn an_active_log_reserves_blocks_ahead_and_gives_them_back_when_sealed_or_stopped() {
+    let storage = SimStorage::new();
+    // Payloads numbered from 10,000 on are all the same length, so every batch is too.
+    let first = 10_000;
+    let batch_len = batch_of(first, 5000).len() as u64;
+    let segment_size = batch_len * 8;
+    let mut log = open(&storage, settings(segment_size, false));
+    let mut next = first;
+    let mut append = |log: &mut PartitionLog<SimStorage>| {
+        block_on(log.append(&storage, batch_of(next, 5000), 1)).unwrap();
+        next += 5000;
+    };
+    // Under 1 MiB nothing is reserved; past it, up to half as much again as the log holds.
+    for _ in 0..3 {
+        append(&mut log);
+    }
+    assert!(batch_len * 3 < 1 << 20);
+    assert_eq!(reserved(&storage), 0);
+    append(&mut log);
+    let log_len = batch_len * 4;
+    assert_eq!(storage.file_len(Path::new("/p/00000000000000000000.log")), Some(log_len as usize));
+    assert!(reserved(&storage) > 0 && reserved(&storage) <= log_len / 2, "reserved {}", reserved(&storage));
+    // The segment seals at its size: what it had reserved goes back, and the new active
+    // log holds one batch, too little to reserve.
+    for _ in 0..5 {
+        append(&mut log);
+    }
+    assert_eq!(log.segments_count(), 2);
+    assert_eq!(reserved(&storage), 0);
+    for _ in 0..3 {
+        append(&mut log);
+    }
+    assert!(reserved(&storage) > 0);
+    // A graceful stop gives the active log's reservation back too, and nothing was lost.
+    block_on(log.sync_active()).unwrap();
+    assert_eq!(reserved(&storage), 0);
+    let reopened = open(&storage, settings(segment_size, false));
+    let count = next - first;
+    assert_eq!(reopened.next_offset(), count as u64);
+    let all = read_all(&reopened, 0, count);
+    assert_eq!(all.len(), count as usize);
+    assert_eq!(all[count as usize - 1], format!("message-{}", next - 1));
+}
+
+#[test]
+fn a_disk_too_full_to_reserve_still_takes_every_append_that_fits() {
+    let storage = SimStorage::new();
+    let batches: Vec<_> = (0..4).map(|i| batch_of(10_000 + i * 5000, 5000)).collect();
+    // Room for the four batches (their index entries are held back), not for a
+    // reservation past them.
+    let total: usize = batches.iter().map(|b| b.len()).sum();
+    storage.set_capacity(Some(total as u64 + (1 << 12)));
+    let mut log = open(&storage, settings(1 << 30, false));
+    for batch in batches {
+        block_on(log.append(&storage, batch, 1)).unwrap();
+    }
+    assert!(total >= 1 << 20);
+    assert_eq!(reserved(&storage), 0);
+    assert_eq!(read_all(&log, 0, 20_000).len(), 20_000);
+    // The fifth does not fit: refused, as a full disk refuses it without reservations.
+    assert!(block_on(log.append(&storage, batch_of(30_000, 5000), 1)).is_err());
+}

@@ -1,4 +1,5 @@
-//! In-memory storage with pending (written) and durable (synced) bytes per file.
+//! In-memory storage with pending (written) and durable (synced) bytes per file, and the
+//! blocks reserved past a file's end (counted as used until a truncation).
 //! `crash` keeps only durable bytes, optionally with a torn prefix of the unsynced tail,
 //! which is what a power loss can leave behind. Faults can be injected: every mutating call
 //! from a given one on fails (ENOSPC or EIO) until healed, and a capacity makes writes past
@@ -24,12 +25,19 @@ struct FileState {
     /// What a direct file's open descriptor knows it wrote (`written` may run on with
     /// padding); `None` once it is reopened or the disk crashed.
     logical: Option<u64>,
+    /// Where the blocks a reservation took end (they count as used until a truncation).
+    reserved_to: u64,
 }
 
 impl FileState {
     /// The length a descriptor reports: what a direct one wrote, else the bytes on disk.
     fn length(&self) -> u64 {
         self.logical.unwrap_or(self.written.len() as u64)
+    }
+
+    /// The room the file takes: its length, or its reservation's end past it.
+    fn footprint(&self) -> u64 {
+        self.length().max(self.reserved_to)
     }
 }
 
@@ -92,7 +100,7 @@ impl Disk {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.files.values().map(FileState::length).sum()
+        self.files.values().map(FileState::footprint).sum()
     }
 
     /// How many bytes a file may grow by before the capacity is reached.
@@ -262,9 +270,10 @@ impl StorageFile for SimFile {
         let Some(state) = disk.files.get_mut(&self.path) else { return (Err(missing(&self.path)), bufs) };
         let before = state.length();
         let mut len = before;
+        let mut held = state.footprint();
         let mut at = position as usize;
         for buf in &bufs {
-            let growth = (at as u64 + buf.len() as u64).saturating_sub(len);
+            let growth = (at as u64 + buf.len() as u64).saturating_sub(held);
             // A full disk takes what fits, then refuses the rest, as a short write would.
             let fits = if growth > room { buf.len() - (growth - room) as usize } else { buf.len() };
             if state.written.len() < at + fits {
@@ -272,6 +281,7 @@ impl StorageFile for SimFile {
             }
             state.written[at..at + fits].copy_from_slice(&buf[..fits]);
             len = len.max((at + fits) as u64);
+            held = held.max(len);
             if fits < buf.len() {
                 if self.direct {
                     // A failed direct write leaves the descriptor's length as it was.
@@ -312,6 +322,21 @@ impl StorageFile for SimFile {
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.written.resize(len as usize, 0);
         state.logical = None;
+        state.reserved_to = 0;
+        Ok(())
+    }
+
+    async fn reserve(&self, position: u64, len: u64) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        disk.mutate()?;
+        let room = disk.room();
+        let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
+        let end = position + len;
+        // All or nothing, which is what matters here: a full disk refuses the reservation.
+        if end.saturating_sub(state.footprint()) > room {
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk is full"));
+        }
+        state.reserved_to = state.reserved_to.max(end);
         Ok(())
     }
 }

@@ -2,13 +2,14 @@
 //! Reads, writes and fsyncs (a directory's too) go through io_uring; listing and recursive
 //! removal use std, because io_uring has no opcode for them, and they run only when a
 //! partition opens or is deleted, never on a send or poll. Files opened direct write with
-//! `O_DIRECT` (see `direct`).
+//! `O_DIRECT` (see `direct`). Reservations are `fallocate` calls that keep the file's size.
 
 mod direct;
 mod recent;
 
 use std::cell::RefCell;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::fs::{File, OpenOptions};
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
+use compio::runtime::ResumeUnwind;
 use rill_application::latency::Histogram;
 use rill_application::memory_pool::{MemoryPool, PoolSlice};
 use rill_application::ports::{Space, Storage, StorageFile};
@@ -122,6 +124,17 @@ impl StorageFile for UringFile {
             direct.reset(len, len);
         }
         result
+    }
+
+    async fn reserve(&self, position: u64, len: u64) -> io::Result<()> {
+        // compio has no fallocate op, and an allocation can wait on the journal for
+        // milliseconds, so a duplicate of the descriptor takes it to the blocking pool.
+        let fd = self.file.as_fd().try_clone_to_owned()?;
+        let (position, len) = (i64::try_from(position), i64::try_from(len));
+        let (Ok(position), Ok(len)) = (position, len) else { return Err(io::ErrorKind::InvalidInput.into()) };
+        let keep_size = nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        let reserve = move || nix::fcntl::fallocate(&fd, keep_size, position, len).map_err(io::Error::from);
+        compio::runtime::spawn_blocking(reserve).await.resume_unwind().expect("blocking work is never cancelled")
     }
 }
 
@@ -239,7 +252,6 @@ pub struct CompioOffload;
 
 impl rill_application::ports::Offload for CompioOffload {
     async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
-        use compio::runtime::ResumeUnwind;
         compio::runtime::spawn_blocking(work).await.resume_unwind().expect("blocking work is never cancelled")
     }
 }

@@ -2,7 +2,8 @@
 //! build's disk rather than a tmpfs): appends of every size land byte-exact, the length
 //! reported is what was written while the file on disk runs on with zero padding to the
 //! block, truncations and rewrites in the middle keep later appends right, and a reopened
-//! padded file is what recovery sees and cuts.
+//! padded file is what recovery sees and cuts. Reservations (plain and direct files) take
+//! blocks past the end without moving it, and a truncation gives them back.
 
 use std::path::PathBuf;
 
@@ -160,4 +161,41 @@ fn the_latest_direct_writes_are_read_from_memory_and_older_ones_from_the_file() 
         result.unwrap();
         assert_eq!(&back[..], &more[..]);
     });
+}
+
+/// Bytes of disk blocks the file holds.
+fn allocated(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn a_reservation_takes_blocks_past_the_end_until_a_truncation_gives_them_back() {
+    for (n, direct) in [(0, false), (1, true)] {
+        let storage = UringStorage::default();
+        let path = fresh_path(&format!("reserve-{n}.log"));
+        run(async {
+            let file = match direct {
+                true => storage.open_direct(&path).await.unwrap(),
+                false => storage.open(&path).await.unwrap(),
+            };
+            let first = bytes(7, 10_000);
+            append(&file, 0, std::slice::from_ref(&first)).await;
+            let on_disk = std::fs::metadata(&path).unwrap().len();
+            assert!(allocated(&path) < 1 << 20);
+            file.reserve(0, 8 << 20).await.expect("ext4 reserves");
+            // The blocks are taken; neither length moved.
+            assert!(allocated(&path) >= 8 << 20, "direct {direct}: {} bytes allocated", allocated(&path));
+            assert_eq!(file.len().await.unwrap(), 10_000);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), on_disk);
+            let second = bytes(8, 1 << 20);
+            append(&file, 10_000, std::slice::from_ref(&second)).await;
+            let expected = [first, second].concat();
+            assert_eq!(read_all(&file, expected.len()).await, expected);
+            // Truncating to the file's own length gives back what lies past it.
+            file.truncate(expected.len() as u64).await.unwrap();
+            assert!(allocated(&path) < 2 << 20, "direct {direct}: {} bytes allocated", allocated(&path));
+            assert_eq!(std::fs::read(&path).unwrap(), expected);
+        });
+    }
 }

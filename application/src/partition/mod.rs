@@ -441,7 +441,8 @@ impl<S: Storage> PartitionLog<S> {
                 continue;
             }
             let chunk: Vec<PoolSlice> = self.journal.drain(..take).collect();
-            let (result, chunk) = self.segments.last_mut().unwrap().append(chunk, fsync).await;
+            let segment_size = self.settings.segment_size_bytes;
+            let (result, chunk) = self.segments.last_mut().unwrap().append(chunk, fsync, segment_size).await;
             if let Err(error) = result {
                 for stored in chunk.into_iter().rev() {
                     self.journal.push_front(stored);
@@ -461,10 +462,10 @@ impl<S: Storage> PartitionLog<S> {
         Ok(wrote)
     }
 
-    /// Makes the active segment durable whole, index entries held back included (a
-    /// graceful stop, after the last flush).
+    /// Makes the active segment durable whole, index entries held back included, and
+    /// gives back its reserved blocks (a graceful stop, after the last flush).
     pub async fn sync_active(&mut self) -> io::Result<()> {
-        self.segments.last_mut().expect("a partition always has a segment").sync().await
+        self.segments.last_mut().expect("a partition always has a segment").sync_releasing().await
     }
 
     /// Which incarnation of the partition's files this is (a purge starts a new one).
@@ -473,8 +474,9 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn seal_and_roll(&mut self, storage: &S, start_offset: u64) -> io::Result<()> {
-        // A sealed segment is never written again, so make it durable once, now.
-        self.segments.last_mut().unwrap().sync().await?;
+        // A sealed segment is never written again, so make it durable once, now, without
+        // the blocks reserved for appends that will not come.
+        self.segments.last_mut().unwrap().sync_releasing().await?;
         let segment = match Segment::create(storage, &self.dir, start_offset, self.settings.direct_log).await {
             Ok(segment) => segment,
             Err(error) => {

@@ -22,6 +22,12 @@ const INDEX_WRITE_ENTRIES: usize = 256;
 /// Log bytes whose entries are held back before they are written, bounding that rescan.
 const INDEX_WRITE_BYTES: u64 = 16 << 20;
 
+/// An active log starts reserving disk blocks past its end (see `reserve_ahead`) once it
+/// holds this much: below it, a reservation would save too little to pay for its call.
+const RESERVE_FROM_BYTES: u64 = 1 << 20;
+/// The most an active log reserves past what it holds.
+const RESERVE_AHEAD_MAX_BYTES: u64 = 64 << 20;
+
 /// A plain buffer of `len` bytes for a read off the hot path (recovery, scrubbing).
 pub(super) fn scratch(len: usize) -> PoolSlice {
     PoolSlice::plain(vec![0u8; len])
@@ -40,6 +46,10 @@ pub struct Segment<F> {
     /// Whether the log was opened direct (its file may run on with padding; see the
     /// storage port).
     pub(super) direct: bool,
+    /// Where the log's reserved blocks end (at most `size_bytes` when none are).
+    pub(super) reserved_to: u64,
+    /// Cleared when the filesystem cannot reserve.
+    pub(super) reserving: bool,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -120,8 +130,32 @@ impl<F: StorageFile> Segment<F> {
         if log.len().await? > 0 {
             log.truncate(0).await?;
         }
+        Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct))
+    }
+
+    /// A segment over open files, its `entries` not yet checked against the log (its size
+    /// and the entries the index file holds are set by whoever opened it).
+    pub(super) fn opened(
+        start_offset: u64,
+        log_path: PathBuf,
+        log: F,
+        index: F,
+        entries: Vec<IndexEntry>,
+        direct: bool,
+    ) -> Self {
         let log = Rc::new(log);
-        Ok(Self { start_offset, log_path, log, index, size_bytes: 0, entries: Vec::new(), indexed: 0, direct })
+        Self {
+            start_offset,
+            log_path,
+            log,
+            index,
+            size_bytes: 0,
+            entries,
+            indexed: 0,
+            direct,
+            reserved_to: 0,
+            reserving: true,
+        }
     }
 
     /// Appends stamped batches: the log in vectored writes of at most 1024 buffers, then
@@ -129,7 +163,12 @@ impl<F: StorageFile> Segment<F> {
     /// log when asked. Either all of it lands and the segment grows, or the segment stays as
     /// it was (a written prefix is cut, best effort) and the call fails. The buffers always
     /// come back, in order, for recycling or a retry.
-    pub async fn append(&mut self, batches: Vec<PoolSlice>, fsync: bool) -> (io::Result<()>, Vec<PoolSlice>) {
+    pub async fn append(
+        &mut self,
+        batches: Vec<PoolSlice>,
+        fsync: bool,
+        segment_size: u64,
+    ) -> (io::Result<()>, Vec<PoolSlice>) {
         let (before_entries, before_size) = (self.entries.len(), self.size_bytes);
         let mut position = self.size_bytes;
         let mut new_entries = Vec::with_capacity(batches.len());
@@ -137,6 +176,7 @@ impl<F: StorageFile> Segment<F> {
             new_entries.push(entry_for(&BatchHeader::read(stored), self.start_offset, position));
             position += stored.len() as u64;
         }
+        self.reserve_ahead(position, segment_size).await;
         let (result, batches) = self.write_log(batches).await;
         if let Err(error) = result {
             self.cut_back().await;
@@ -161,6 +201,26 @@ impl<F: StorageFile> Segment<F> {
             return (Err(error), batches);
         }
         (Ok(()), batches)
+    }
+
+    /// Reserves the log's disk blocks up to past `end` (where the append about to be written
+    /// ends), when `end` is past the reservation: half as far again as the log will hold,
+    /// at most `RESERVE_AHEAD_MAX_BYTES` and never past the segment's size. A write into
+    /// reserved blocks skips the filesystem's allocation work for each page (on ext4 about
+    /// a third of a buffered write's kernel time); at most a third of an active log's
+    /// blocks are reserved and unwritten, and sealing gives them back. A failed reservation
+    /// changes nothing: the write goes on, and reports a full disk itself.
+    async fn reserve_ahead(&mut self, end: u64, segment_size: u64) {
+        if !self.reserving || end <= self.reserved_to || end < RESERVE_FROM_BYTES {
+            return;
+        }
+        let from = self.reserved_to.max(self.size_bytes);
+        let to = (end + (end / 2).min(RESERVE_AHEAD_MAX_BYTES)).min(segment_size.max(end));
+        match self.log.reserve(from, to - from).await {
+            Ok(()) => self.reserved_to = to,
+            Err(error) if error.kind() == io::ErrorKind::Unsupported => self.reserving = false,
+            Err(_) => {}
+        }
     }
 
     /// Whether the entries held back have reached a limit.
@@ -193,7 +253,11 @@ impl<F: StorageFile> Segment<F> {
     async fn cut_back(&mut self) {
         self.indexed = self.indexed.min(self.entries.len());
         let index_len = (self.indexed * INDEX_ENTRY_SIZE) as u64;
-        if self.log.truncate(self.size_bytes).await.is_ok() && self.index.truncate(index_len).await.is_ok() {
+        let cut = self.log.truncate(self.size_bytes).await.is_ok();
+        if cut {
+            self.reserved_to = self.size_bytes;
+        }
+        if cut && self.index.truncate(index_len).await.is_ok() {
             let _ = self.log.sync().await;
             let _ = self.index.sync().await;
         }
@@ -219,14 +283,25 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Makes the segment durable whole: the entries held back are written, a direct log's
-    /// padding is cut, then log and index are fsynced.
+    /// padding is cut (its reserved blocks with it), then log and index are fsynced.
     pub async fn sync(&mut self) -> io::Result<()> {
         self.write_index().await?;
         if self.direct {
             self.log.truncate(self.size_bytes).await?;
+            self.reserved_to = self.size_bytes;
         }
         self.log.sync().await?;
         self.index.sync().await
+    }
+
+    /// Syncs like `sync`, giving back first the blocks reserved past the log's end: for a
+    /// segment being sealed, or the active one at a stop.
+    pub async fn sync_releasing(&mut self) -> io::Result<()> {
+        if self.reserved_to > self.size_bytes {
+            self.log.truncate(self.size_bytes).await?;
+            self.reserved_to = self.size_bytes;
+        }
+        self.sync().await
     }
 
     /// Where a damaged batch is, for logs and metrics.

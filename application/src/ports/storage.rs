@@ -13,6 +13,11 @@
 //! - `open_direct` opens a file whose appends (writes at its end) may bypass the page
 //!   cache. Until it is truncated, such a file may hold up to 4095 zero bytes past what
 //!   was written after it is closed; while open, `len` reports what was written.
+//! - `reserve` takes the disk blocks of a range not written yet without changing the
+//!   file's length, so appends into it allocate nothing; truncating the file (to its own
+//!   length too) gives back whatever lies past the new length. It is advisory: an adapter
+//!   may take nothing, `Unsupported` means the filesystem cannot, and a failure (a full
+//!   disk) leaves the file as it was.
 //! - A failed call (a full disk is `StorageFull`, a device error `Other` or the OS's code)
 //!   changes nothing it did not report: a failed `write_at` may have written a prefix, which
 //!   the caller cuts or overwrites.
@@ -29,6 +34,7 @@ pub trait StorageFile {
     async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>);
     async fn sync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
+    async fn reserve(&self, position: u64, len: u64) -> io::Result<()>;
 }
 
 /// The size of the filesystem that holds a path, and what an unprivileged writer may
