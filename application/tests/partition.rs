@@ -213,3 +213,22 @@ fn a_disk_too_full_to_reserve_still_takes_every_append_that_fits() {
     // The fifth does not fit: refused, as a full disk refuses it without reservations.
     assert!(block_on(log.append(&storage, batch_of(30_000, 5000), 1)).is_err());
 }
+
+#[test]
+fn blocks_reserved_before_a_crash_go_back_at_the_next_graceful_stop() {
+    let storage = SimStorage::new();
+    let batch_len = batch_of(10_000, 5000).len() as u64;
+    let mut log = open(&storage, settings(batch_len * 8, false));
+    for i in 0..7 {
+        block_on(log.append(&storage, batch_of(10_000 + i * 5000, 5000), 1)).unwrap();
+    }
+    assert!(reserved(&storage) > 0);
+    // Nothing was fsynced: the crash loses the log's bytes, not the blocks reserved for it.
+    storage.crash(0);
+    let mut log = open(&storage, settings(batch_len * 8, false));
+    assert_eq!(log.next_offset(), 0);
+    assert!(reserved(&storage) > 0);
+    block_on(log.append(&storage, batch_of(10_000, 5000), 1)).unwrap();
+    block_on(log.sync_active()).unwrap();
+    assert_eq!(reserved(&storage), 0);
+}

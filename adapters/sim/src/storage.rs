@@ -147,6 +147,8 @@ impl SimStorage {
             state.written = survived.clone();
             state.durable = survived;
             state.logical = None;
+            // Reserved blocks stay: as on a disk, a crash may keep an allocation whose
+            // data it lost.
         }
     }
 

@@ -128,13 +128,18 @@ impl StorageFile for UringFile {
     }
 
     async fn reserve(&self, position: u64, len: u64) -> io::Result<()> {
-        // compio has no fallocate op, and an allocation can wait on the journal for
+        // compio has no fallocate op, and an allocation can wait on the filesystem for
         // milliseconds, so a duplicate of the descriptor takes it to the blocking pool.
         let fd = self.file.as_fd().try_clone_to_owned()?;
         let (position, len) = (i64::try_from(position), i64::try_from(len));
         let (Ok(position), Ok(len)) = (position, len) else { return Err(io::ErrorKind::InvalidInput.into()) };
         let keep_size = nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE;
-        let reserve = move || nix::fcntl::fallocate(&fd, keep_size, position, len).map_err(io::Error::from);
+        let reserve = move || match nix::fcntl::fallocate(&fd, keep_size, position, len) {
+            // Filesystems without fallocate (or without keeping the size) say so one way
+            // or the other; both mean "do not ask again".
+            Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::ENOSYS) => Err(io::ErrorKind::Unsupported.into()),
+            result => result.map_err(io::Error::from),
+        };
         compio::runtime::spawn_blocking(reserve).await.resume_unwind().expect("blocking work is never cancelled")
     }
 }

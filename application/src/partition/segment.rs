@@ -48,6 +48,9 @@ pub struct Segment<F> {
     pub(super) direct: bool,
     /// Where the log's reserved blocks end (at most `size_bytes` when none are).
     pub(super) reserved_to: u64,
+    /// Whether blocks may be reserved past the log's end that `reserved_to` does not know
+    /// of: a log opened at start, whose last run may have ended in a crash.
+    pub(super) reserved_unknown: bool,
     /// Cleared when the filesystem cannot reserve.
     pub(super) reserving: bool,
 }
@@ -130,7 +133,7 @@ impl<F: StorageFile> Segment<F> {
         if log.len().await? > 0 {
             log.truncate(0).await?;
         }
-        Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct))
+        Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct, false))
     }
 
     /// A segment over open files, its `entries` not yet checked against the log (its size
@@ -142,6 +145,7 @@ impl<F: StorageFile> Segment<F> {
         index: F,
         entries: Vec<IndexEntry>,
         direct: bool,
+        reserved_unknown: bool,
     ) -> Self {
         let log = Rc::new(log);
         Self {
@@ -154,6 +158,7 @@ impl<F: StorageFile> Segment<F> {
             indexed: 0,
             direct,
             reserved_to: 0,
+            reserved_unknown,
             reserving: true,
         }
     }
@@ -255,7 +260,7 @@ impl<F: StorageFile> Segment<F> {
         let index_len = (self.indexed * INDEX_ENTRY_SIZE) as u64;
         let cut = self.log.truncate(self.size_bytes).await.is_ok();
         if cut {
-            self.reserved_to = self.size_bytes;
+            self.released();
         }
         if cut && self.index.truncate(index_len).await.is_ok() {
             let _ = self.log.sync().await;
@@ -288,7 +293,7 @@ impl<F: StorageFile> Segment<F> {
         self.write_index().await?;
         if self.direct {
             self.log.truncate(self.size_bytes).await?;
-            self.reserved_to = self.size_bytes;
+            self.released();
         }
         self.log.sync().await?;
         self.index.sync().await
@@ -297,11 +302,17 @@ impl<F: StorageFile> Segment<F> {
     /// Syncs like `sync`, giving back first the blocks reserved past the log's end: for a
     /// segment being sealed, or the active one at a stop.
     pub async fn sync_releasing(&mut self) -> io::Result<()> {
-        if self.reserved_to > self.size_bytes {
+        if self.reserved_unknown || self.reserved_to > self.size_bytes {
             self.log.truncate(self.size_bytes).await?;
-            self.reserved_to = self.size_bytes;
+            self.released();
         }
         self.sync().await
+    }
+
+    /// After the log was truncated to its length: nothing is reserved past it.
+    fn released(&mut self) {
+        self.reserved_to = self.size_bytes;
+        self.reserved_unknown = false;
     }
 
     /// Where a damaged batch is, for logs and metrics.
