@@ -140,7 +140,7 @@ impl StorageFile for UringFile {
             Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::ENOSYS) => Err(io::ErrorKind::Unsupported.into()),
             result => result.map_err(io::Error::from),
         };
-        compio::runtime::spawn_blocking(reserve).await.resume_unwind().expect("blocking work is never cancelled")
+        on_blocking_pool(reserve).await
     }
 }
 
@@ -204,7 +204,7 @@ impl Storage for UringStorage {
         // partition and connection it serves, so the removal runs on the blocking pool.
         let path = path.to_path_buf();
         let remove = move || std::fs::remove_dir_all(path);
-        match compio::runtime::spawn_blocking(remove).await.resume_unwind().expect("blocking work is never cancelled") {
+        match on_blocking_pool(remove).await {
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
@@ -263,6 +263,11 @@ pub struct CompioOffload;
 
 impl rill_application::ports::Offload for CompioOffload {
     async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
-        compio::runtime::spawn_blocking(work).await.resume_unwind().expect("blocking work is never cancelled")
+        on_blocking_pool(work).await
     }
+}
+
+/// Runs `work` on compio's blocking pool and waits for it; a panic in it resumes here.
+async fn on_blocking_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    compio::runtime::spawn_blocking(work).await.resume_unwind().expect("blocking work is never cancelled")
 }

@@ -60,7 +60,7 @@ impl<F: StorageFile> Segment<F> {
         let read_entries = entries.clone();
         let offset_limit = mode.next_start.map(|next| next.saturating_sub(start_offset));
         keep_consistent_prefix(&mut entries, log_len, offset_limit);
-        let mut segment = Self::opened(start_offset, log_path, log, index, entries, mode.direct, true);
+        let mut segment = Self::opened(start_offset, log_path, log, index, entries, mode.direct);
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last

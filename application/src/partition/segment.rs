@@ -46,11 +46,10 @@ pub struct Segment<F> {
     /// Whether the log was opened direct (its file may run on with padding; see the
     /// storage port).
     pub(super) direct: bool,
-    /// Where the log's reserved blocks end (at most `size_bytes` when none are).
+    /// Where the blocks this process reserved for the log end (at most `size_bytes` when
+    /// none are). Sealing and stopping cut the log whatever it says, since a log opened at
+    /// start may hold blocks a crashed run reserved.
     pub(super) reserved_to: u64,
-    /// Whether blocks may be reserved past the log's end that `reserved_to` does not know
-    /// of: a log opened at start, whose last run may have ended in a crash.
-    pub(super) reserved_unknown: bool,
     /// Cleared when the filesystem cannot reserve.
     pub(super) reserving: bool,
 }
@@ -133,7 +132,7 @@ impl<F: StorageFile> Segment<F> {
         if log.len().await? > 0 {
             log.truncate(0).await?;
         }
-        Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct, false))
+        Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct))
     }
 
     /// A segment over open files, its `entries` not yet checked against the log (its size
@@ -145,7 +144,6 @@ impl<F: StorageFile> Segment<F> {
         index: F,
         entries: Vec<IndexEntry>,
         direct: bool,
-        reserved_unknown: bool,
     ) -> Self {
         let log = Rc::new(log);
         Self {
@@ -158,7 +156,6 @@ impl<F: StorageFile> Segment<F> {
             indexed: 0,
             direct,
             reserved_to: 0,
-            reserved_unknown,
             reserving: true,
         }
     }
@@ -260,7 +257,7 @@ impl<F: StorageFile> Segment<F> {
         let index_len = (self.indexed * INDEX_ENTRY_SIZE) as u64;
         let cut = self.log.truncate(self.size_bytes).await.is_ok();
         if cut {
-            self.released();
+            self.reserved_to = self.size_bytes;
         }
         if cut && self.index.truncate(index_len).await.is_ok() {
             let _ = self.log.sync().await;
@@ -290,29 +287,24 @@ impl<F: StorageFile> Segment<F> {
     /// Makes the segment durable whole: the entries held back are written, a direct log's
     /// padding is cut (its reserved blocks with it), then log and index are fsynced.
     pub async fn sync(&mut self) -> io::Result<()> {
+        self.sync_cutting(self.direct).await
+    }
+
+    /// Syncs like `sync`, the log cut to its length first whether direct or not, which
+    /// gives back every block reserved past it: for a segment being sealed, or the active
+    /// one at a stop.
+    pub async fn sync_releasing(&mut self) -> io::Result<()> {
+        self.sync_cutting(true).await
+    }
+
+    async fn sync_cutting(&mut self, cut: bool) -> io::Result<()> {
         self.write_index().await?;
-        if self.direct {
+        if cut {
             self.log.truncate(self.size_bytes).await?;
-            self.released();
+            self.reserved_to = self.size_bytes;
         }
         self.log.sync().await?;
         self.index.sync().await
-    }
-
-    /// Syncs like `sync`, giving back first the blocks reserved past the log's end: for a
-    /// segment being sealed, or the active one at a stop.
-    pub async fn sync_releasing(&mut self) -> io::Result<()> {
-        if self.reserved_unknown || self.reserved_to > self.size_bytes {
-            self.log.truncate(self.size_bytes).await?;
-            self.released();
-        }
-        self.sync().await
-    }
-
-    /// After the log was truncated to its length: nothing is reserved past it.
-    fn released(&mut self) {
-        self.reserved_to = self.size_bytes;
-        self.reserved_unknown = false;
     }
 
     /// Where a damaged batch is, for logs and metrics.
