@@ -17,6 +17,7 @@ pub mod replication;
 pub mod shard;
 pub mod shared;
 pub mod tracing_target;
+pub mod yield_now;
 
 pub use dispatch::{BoundSession, Connection, ConnectionState, Outcome};
 pub use shard::{HostInfo, MetadataWriter, ServerConfig, Shard, ShardParts, Transport};

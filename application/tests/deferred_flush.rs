@@ -2,15 +2,20 @@
 //! flush threshold of a topic without fsync is acknowledged before its batch is written and
 //! the flusher writes it next; a deferred flush that fails leaves the batches journaled and
 //! the partition refusing sends until a write succeeds, and loses no acknowledged message;
-//! a journal far past its thresholds is flushed by the send itself; persisted topics never
-//! defer.
+//! a journal far past its thresholds is flushed by the send itself; a send that arrives
+//! during a deferred flush waits for one chunk of it, not all; persisted topics never defer.
 
 mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
 
 use common::shards::*;
 use futures_executor::{LocalPool, block_on};
 use futures_util::task::LocalSpawnExt;
 use rill_adapter_sim::SimStorage;
+use rill_application::memory_pool::PoolBuf;
+use rill_domain::wire::codes::operation;
 
 /// More messages than the default threshold (1,024): every such send reaches it.
 const PAST_THRESHOLD: usize = 1_100;
@@ -94,6 +99,44 @@ fn a_journal_far_past_its_thresholds_is_flushed_by_the_send() {
     assert_eq!(logged_bytes(&storage), 0);
     big_send(&mut client, 0).expect("acknowledged");
     assert!(logged_bytes(&storage) >= 2 * PAST_THRESHOLD, "the second send wrote the journal itself");
+}
+
+#[test]
+fn a_send_during_a_deferred_flush_waits_for_one_chunk_not_the_whole_journal() {
+    let storage = SimStorage::new();
+    let mut pool = LocalPool::new();
+    let mut client = shard_with_flusher(&storage, &mut pool);
+    create_stream_and_topic(&mut client, "events", 1);
+    // Two 600 KB batches: together past the 1 MiB size threshold, each a chunk of its own.
+    let payload = vec![b'x'; 600 << 10];
+    send(&mut client, 0, 0, &[&payload]).expect("journaled");
+    send(&mut client, 0, 0, &[&payload]).expect("acknowledged, its flush left to the flusher");
+    storage.hold_writes();
+    pool.run_until_stalled();
+    assert_eq!(logged_bytes(&storage), 0, "the flusher's first chunk is in flight");
+    // A third send arrives while it is: it waits for the partition.
+    let mut other = Client::login(&client.system);
+    let frame = other.frame(operation::SEND_MESSAGES, 0, &send_body(0, 0, &[&payload]).0);
+    let answered_at: Rc<Cell<Option<usize>>> = Rc::default();
+    let (answered, disk) = (answered_at.clone(), storage.clone());
+    pool.spawner()
+        .spawn_local(async move {
+            let reply = reply_of(other.system.handle(&other.connection, PoolBuf::plain(frame)).await);
+            reply.expect("the third send is acknowledged");
+            answered.set(Some(logged_bytes(&disk)));
+        })
+        .expect("spawn the send");
+    pool.run_until_stalled();
+    assert_eq!(answered_at.get(), None, "waiting while the chunk is written");
+    storage.release_writes();
+    pool.run_until_stalled();
+    let logged_then = answered_at.get().expect("answered");
+    assert!(
+        logged_then > payload.len() && logged_then < 2 * payload.len(),
+        "answered after the first chunk, before the second ({logged_then} bytes logged)"
+    );
+    assert!(logged_bytes(&storage) > 2 * payload.len(), "the flusher wrote the second chunk after it");
+    assert_eq!(poll(&mut client, 0, 0).0, 3, "all three sends are served");
 }
 
 #[test]

@@ -232,3 +232,34 @@ fn blocks_reserved_before_a_crash_go_back_at_the_next_graceful_stop() {
     block_on(log.sync_active()).unwrap();
     assert_eq!(reserved(&storage), 0);
 }
+
+/// One message of `payload_bytes` bytes, with id `id + 1`.
+fn big_batch(id: u32, payload_bytes: usize) -> rill_application::memory_pool::PoolSlice {
+    let payload = vec![b'x'; payload_bytes];
+    batch::build(&[(id as u128 + 1, &payload[..], &b""[..])], 1000).into()
+}
+
+#[test]
+fn a_send_far_past_the_thresholds_writes_one_chunk_and_not_what_a_flusher_took_on() {
+    let storage = SimStorage::new();
+    // Thresholds: 4 messages or 1 MiB; twice them, a deferring send flushes itself.
+    let mut log = open(&storage, settings(1 << 30, false));
+    let logged = || storage.file_len(Path::new("/p/00000000000000000000.log")).unwrap_or(0);
+    let size = 900 << 10;
+    let append =
+        |log: &mut PartitionLog<SimStorage>, id| block_on(log.append_deferring(&storage, big_batch(id, size), 1));
+    assert!(!append(&mut log, 0).unwrap().flush_due);
+    assert!(append(&mut log, 1).unwrap().flush_due, "1.8 MB: past the size threshold, left to the caller");
+    // A flusher takes those two on: a third batch counts only itself toward flushing in the
+    // send (0.9 MB), though the journal holds 2.7 MB, past twice the threshold.
+    log.take_on_deferred();
+    assert!(append(&mut log, 2).unwrap().flush_due);
+    assert_eq!(logged(), 0, "the send wrote nothing");
+    // With no flusher's claim, the next send is far past: it writes one chunk, the oldest
+    // batch, and leaves the rest, still over the threshold, to the flusher.
+    log.end_deferred();
+    assert!(append(&mut log, 3).unwrap().flush_due);
+    assert_eq!(logged(), big_batch(0, size).len(), "one chunk, not the whole journal");
+    assert_eq!(log.journaled_batches(), 3);
+    assert_eq!(read_all(&log, 0, 10).len(), 4);
+}

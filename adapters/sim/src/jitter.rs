@@ -4,10 +4,9 @@
 //! real shard. Off (never yields) unless seeded.
 
 use std::cell::Cell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+
+use rill_application::yield_now::yield_now;
 
 #[derive(Debug, Clone, Default)]
 pub struct Jitter {
@@ -38,23 +37,7 @@ impl Jitter {
             return;
         }
         while self.next() % 100 < self.percent {
-            YieldOnce(false).await;
+            yield_now().await;
         }
-    }
-}
-
-/// Pending once (waking itself), then ready.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

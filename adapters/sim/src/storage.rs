@@ -9,9 +9,11 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::poll_fn;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 
 use rill_application::memory_pool::PoolSlice;
 use rill_application::ports::{Space, Storage, StorageFile};
@@ -65,6 +67,8 @@ struct Disk {
     transfers: Vec<Transfer>,
     /// Pauses before a file's reads, writes, syncs and truncations take effect.
     jitter: Jitter,
+    /// While set, writes wait before they take effect (the tasks to wake on release).
+    held: Option<Vec<Waker>>,
 }
 
 /// One buffer a read or a write was handed: which file, whose buffer (its address) and
@@ -189,6 +193,17 @@ impl SimStorage {
         self.disk.borrow_mut().jitter = jitter;
     }
 
+    /// Holds every write from now on before it takes effect, until `release_writes`: a
+    /// test's way to keep a write in flight while other requests run.
+    pub fn hold_writes(&self) {
+        self.disk.borrow_mut().held.get_or_insert_with(Vec::new);
+    }
+
+    pub fn release_writes(&self) {
+        let held = self.disk.borrow_mut().held.take();
+        held.into_iter().flatten().for_each(Waker::wake);
+    }
+
     /// Mutating calls made so far.
     pub fn mutating_calls(&self) -> u64 {
         self.disk.borrow().faults.calls
@@ -238,6 +253,18 @@ impl SimFile {
         let jitter = self.disk.borrow().jitter.clone();
         jitter.pause().await;
     }
+
+    /// Waits while writes are held.
+    async fn held(&self) {
+        poll_fn(|cx| match &mut self.disk.borrow_mut().held {
+            Some(waiting) => {
+                waiting.push(cx.waker().clone());
+                Poll::Pending
+            }
+            None => Poll::Ready(()),
+        })
+        .await;
+    }
 }
 
 impl StorageFile for SimFile {
@@ -261,6 +288,7 @@ impl StorageFile for SimFile {
     }
 
     async fn write_at(&self, bufs: Vec<PoolSlice>, position: u64) -> (io::Result<()>, Vec<PoolSlice>) {
+        self.held().await;
         self.pause().await;
         let mut disk = self.disk.borrow_mut();
         let transfers: Vec<Transfer> = bufs.iter().map(|buf| Transfer::of(&self.path, true, buf)).collect();

@@ -129,11 +129,16 @@ pub struct Appended {
     pub flush_due: bool,
 }
 
-/// How far past its flush thresholds a journal may grow while a deferred flush is pending:
-/// at twice a threshold the send flushes itself, so a flusher that falls behind slows
-/// producers down instead of letting memory grow (a journal holds at most about twice
-/// what it held when every threshold flush ran in the send).
+/// How far past its flush thresholds a journal may grow while a deferred flush is pending,
+/// not counting what a flusher has taken on and is writing: at twice a threshold the send
+/// writes a chunk itself, so a flusher that falls behind slows producers down instead of
+/// letting memory grow (a journal holds at most about three times what it held when every
+/// threshold flush ran in the send).
 const DEFERRED_FLUSH_SLACK: u64 = 2;
+
+/// The most a deferred flush writes while it holds the partition (at least one batch): a
+/// send that arrives during the flush waits for one such write, not for the whole journal.
+const DEFERRED_CHUNK_BYTES: u64 = 1 << 20;
 
 pub struct PartitionLog<S: Storage> {
     dir: PathBuf,
@@ -144,6 +149,9 @@ pub struct PartitionLog<S: Storage> {
     journal: VecDeque<PoolSlice>,
     journal_messages: u32,
     journal_bytes: u64,
+    /// Messages and bytes at the journal's front that a deferred flush has taken on and not
+    /// written yet: a send does not count them toward flushing itself.
+    deferred: (u32, u64),
     next_offset: u64,
     /// Stamps never go back, so the index can be searched by time.
     last_timestamp: u64,
@@ -207,6 +215,7 @@ impl<S: Storage> PartitionLog<S> {
             journal: VecDeque::new(),
             journal_messages: 0,
             journal_bytes: 0,
+            deferred: (0, 0),
             next_offset,
             last_timestamp,
             offsets,
@@ -267,7 +276,7 @@ impl<S: Storage> PartitionLog<S> {
     /// Like `append`, except that a topic without fsync leaves a flush its thresholds call
     /// for to the caller (`flush_due`), who acknowledges the send first: the batch is
     /// journaled, which is all such a send promises. Far past the thresholds the send still
-    /// flushes itself.
+    /// writes a chunk of the journal itself.
     pub async fn append_deferring(&mut self, storage: &S, stored: PoolSlice, now_us: u64) -> io::Result<Appended> {
         self.append_with(storage, stored, now_us, true).await
     }
@@ -312,11 +321,16 @@ impl<S: Storage> PartitionLog<S> {
         let bytes = stored.len() as u64;
         self.push_journal(stored, count);
         let threshold_reached = self.journal_past(1);
-        let far_past = self.journal_past(DEFERRED_FLUSH_SLACK);
-        let flush_due = threshold_reached && defer && !self.settings.enforce_fsync && !far_past;
+        let deferring = defer && !self.settings.enforce_fsync;
+        let far_past = self.journal_past_deferred(DEFERRED_FLUSH_SLACK);
+        let mut flush_due = threshold_reached && deferring && !far_past;
+        // Far past the thresholds a deferring send writes one chunk from the journal's
+        // front, not all of it: a flusher's backlog is shared out over the sends that find
+        // it, a chunk each, instead of landing whole on one of them.
+        let batches = if deferring { self.next_chunk_batches() } else { usize::MAX };
         if (threshold_reached || self.settings.enforce_fsync)
             && !flush_due
-            && let Err(error) = self.flush(storage, self.settings.enforce_fsync).await
+            && let Err(error) = self.flush_front(storage, self.settings.enforce_fsync, batches).await
         {
             // Never written: its offsets are given out again. Written but not made durable
             // (the fsync failed): it stays in the log, and the send still fails, since a
@@ -326,6 +340,8 @@ impl<S: Storage> PartitionLog<S> {
             }
             return Err(error);
         }
+        // What a chunk left over a threshold is the flusher's.
+        flush_due |= deferring && far_past && self.journal_past(1);
         self.last_timestamp = now_us;
         if let (Some(window), Some(ids)) = (&mut self.dedup, ids) {
             window.record(&ids, now_us);
@@ -369,9 +385,19 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Whether the journal holds `times` a flush threshold of messages or bytes, or more.
     fn journal_past(&self, times: u64) -> bool {
+        self.past(times, self.journal_messages, self.journal_bytes)
+    }
+
+    /// Like `journal_past`, leaving out what a deferred flush has taken on.
+    fn journal_past_deferred(&self, times: u64) -> bool {
+        let (messages, bytes) = self.deferred;
+        self.past(times, self.journal_messages.saturating_sub(messages), self.journal_bytes.saturating_sub(bytes))
+    }
+
+    fn past(&self, times: u64, messages: u32, bytes: u64) -> bool {
         let settings = &self.settings;
-        u64::from(self.journal_messages) >= u64::from(settings.messages_required_to_save).saturating_mul(times)
-            || self.journal_bytes >= settings.size_required_to_save_bytes.saturating_mul(times)
+        u64::from(messages) >= u64::from(settings.messages_required_to_save).saturating_mul(times)
+            || bytes >= settings.size_required_to_save_bytes.saturating_mul(times)
     }
 
     fn push_journal(&mut self, stored: PoolSlice, count: u32) {
@@ -398,7 +424,48 @@ impl<S: Storage> PartitionLog<S> {
     /// the next batch would cross the segment size. Each write lands whole or not at all;
     /// what could not be written stays journaled, and the partition turns read-only.
     pub async fn flush(&mut self, storage: &S, fsync: bool) -> io::Result<()> {
-        match self.write_journal(storage, fsync).await {
+        self.flush_front(storage, fsync, usize::MAX).await
+    }
+
+    /// The journaled batches a deferred flush writes in one go before it lets other work on
+    /// the partition in: the first batch, and those after it while they fit in
+    /// `DEFERRED_CHUNK_BYTES` together.
+    pub fn next_chunk_batches(&self) -> usize {
+        let mut bytes = 0u64;
+        let mut batches = 0;
+        for stored in &self.journal {
+            bytes += stored.len() as u64;
+            if batches > 0 && bytes > DEFERRED_CHUNK_BYTES {
+                break;
+            }
+            batches += 1;
+        }
+        batches
+    }
+
+    /// How many batches the journal holds.
+    pub fn journaled_batches(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// Whether the journal holds a flush threshold of messages or bytes.
+    pub fn threshold_reached(&self) -> bool {
+        self.journal_past(1)
+    }
+
+    /// A deferred flush takes on everything journaled now; until it is written (or
+    /// `end_deferred`), sends do not count it toward flushing themselves.
+    pub fn take_on_deferred(&mut self) {
+        self.deferred = (self.journal_messages, self.journal_bytes);
+    }
+
+    pub fn end_deferred(&mut self) {
+        self.deferred = (0, 0);
+    }
+
+    /// Like `flush`, for at most the first `batches` journaled batches.
+    pub async fn flush_front(&mut self, storage: &S, fsync: bool, batches: usize) -> io::Result<()> {
+        match self.write_journal(storage, fsync, batches).await {
             Ok(wrote) => {
                 // Only a write that landed proves the disk takes writes again.
                 if wrote {
@@ -413,14 +480,16 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Returns whether anything was written.
-    async fn write_journal(&mut self, storage: &S, fsync: bool) -> io::Result<bool> {
+    /// Writes at most the first `batches` journaled batches; returns whether anything was
+    /// written.
+    async fn write_journal(&mut self, storage: &S, fsync: bool, batches: usize) -> io::Result<bool> {
         let mut wrote = false;
-        while !self.journal.is_empty() {
+        let mut left = batches;
+        while !self.journal.is_empty() && left > 0 {
             let active = self.segments.last().expect("a partition always has a segment");
             let mut size = active.size_bytes;
             let mut take = 0;
-            for stored in &self.journal {
+            for stored in self.journal.iter().take(left) {
                 if size > 0 && size + stored.len() as u64 > self.settings.segment_size_bytes {
                     break;
                 }
@@ -440,6 +509,7 @@ impl<S: Storage> PartitionLog<S> {
                 self.seal_and_roll(storage, start).await?;
                 continue;
             }
+            left -= take;
             let chunk: Vec<PoolSlice> = self.journal.drain(..take).collect();
             let segment_size = self.settings.segment_size_bytes;
             let (result, chunk) = self.segments.last_mut().unwrap().append(chunk, fsync, segment_size).await;
@@ -450,8 +520,12 @@ impl<S: Storage> PartitionLog<S> {
                 return Err(error);
             }
             for stored in &chunk {
-                self.journal_messages -= BatchHeader::read(stored).message_count;
+                let count = BatchHeader::read(stored).message_count;
+                self.journal_messages -= count;
                 self.journal_bytes -= stored.len() as u64;
+                // Writes take the journal from its front, where the deferred part is.
+                self.deferred.0 = self.deferred.0.saturating_sub(count);
+                self.deferred.1 = self.deferred.1.saturating_sub(stored.len() as u64);
             }
             // Written: the buffers go back to the pool as `chunk` drops.
             wrote = true;
@@ -539,6 +613,7 @@ impl<S: Storage> PartitionLog<S> {
         self.journal.clear();
         self.journal_messages = 0;
         self.journal_bytes = 0;
+        self.deferred = (0, 0);
         self.segments = vec![segment];
         self.offsets = offsets;
         self.generation += 1;
