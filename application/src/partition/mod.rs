@@ -443,11 +443,6 @@ impl<S: Storage> PartitionLog<S> {
         batches
     }
 
-    /// How many batches the journal holds.
-    pub fn journaled_batches(&self) -> usize {
-        self.journal.len()
-    }
-
     /// Whether the journal holds a flush threshold of messages or bytes.
     pub fn threshold_reached(&self) -> bool {
         self.journal_past(1)
@@ -461,6 +456,11 @@ impl<S: Storage> PartitionLog<S> {
 
     pub fn end_deferred(&mut self) {
         self.deferred = (0, 0);
+    }
+
+    /// Whether part of what a deferred flush took on is still unwritten.
+    pub fn deferring(&self) -> bool {
+        self.deferred != (0, 0)
     }
 
     /// Like `flush`, for at most the first `batches` journaled batches.

@@ -69,39 +69,33 @@ impl<E: Env> Shard<E> {
     /// not the whole flush's (on a cold page cache a 2 MB write took 3-4 ms). Batches
     /// journaled after the start wait for their own threshold.
     async fn flush_deferred(&self, namespace: Namespace, partition: &Partition<E::Storage>) {
-        let mut left = None;
+        let mut log = partition.log.lock().await;
+        // Queued by a send that counted batches a flush was already writing: what is left
+        // waits for its own threshold, as it would have without that send.
+        if partition.closed.get() || !log.threshold_reached() {
+            return;
+        }
+        log.take_on_deferred();
         loop {
-            let mut log = partition.log.lock().await;
-            if partition.closed.get() {
-                return;
-            }
-            let total = match left {
-                Some(left) => left,
-                // Queued by a send that counted batches this flusher was writing: what is
-                // left waits for its own threshold, as it would have without that send.
-                None if !log.threshold_reached() => return,
-                None => {
-                    log.take_on_deferred();
-                    log.journaled_batches()
-                }
-            };
-            let batches = log.next_chunk_batches().min(total);
-            if batches == 0 {
-                // Written meanwhile by a send that flushed itself.
-                log.end_deferred();
-                return;
-            }
             let was_read_only = log.write_failure().is_some();
+            let batches = log.next_chunk_batches();
             let result = log.flush_front(&self.storage, false, batches).await;
             self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
             partition.refresh(&log);
-            if result.is_err() || batches >= total {
+            if result.is_err() {
                 log.end_deferred();
                 return;
             }
+            if !log.deferring() {
+                return;
+            }
             drop(log);
-            left = Some(total - batches);
             yield_now().await;
+            log = partition.log.lock().await;
+            // Removed, purged, or written meanwhile by a send far past the thresholds.
+            if partition.closed.get() || !log.deferring() {
+                return;
+            }
         }
     }
 }
