@@ -67,7 +67,8 @@ impl<E: Env> Shard<E> {
     /// Writes what `namespace` has journaled when it starts, a chunk at a time, letting the
     /// partition go between chunks: a send arriving meanwhile waits for one chunk's write,
     /// not the whole flush's (on a cold page cache a 2 MB write took 3-4 ms). Batches
-    /// journaled after the start wait for their own threshold.
+    /// journaled after the start go only where they fit in the last chunk; the rest wait
+    /// for their own threshold.
     async fn flush_deferred(&self, namespace: Namespace, partition: &Partition<E::Storage>) {
         let mut log = partition.log.lock().await;
         // Queued by a send that counted batches a flush was already writing: what is left
