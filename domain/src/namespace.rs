@@ -48,14 +48,21 @@ impl Namespace {
         (self.0 & PARTITION_MASK) as u32
     }
 
-    /// The owning shard: Murmur3 (x86, 32-bit, seed 0) of the packed value's little-endian
-    /// bytes, its upper 16 bits modulo the shard count. Deterministic across restarts and
+    /// The owning shard. A topic's partitions take consecutive shards, round-robin, from a
+    /// start that is Murmur3 (x86, 32-bit, seed 0) of the topic's packed value (partition
+    /// bits zero) as little-endian bytes, its upper 16 bits modulo the shard count. Hashing
+    /// each partition on its own left a topic's partitions where the hash fell: the four of
+    /// stream 0 topic 0 all on one of two shards, so one core did a balanced producer's
+    /// work while the other idled. As Kafka places replicas (a random start, then
+    /// round-robin), a topic of `n` partitions now puts `n / shards` or one more on each
+    /// shard, and topics still start on different shards. Deterministic across restarts and
     /// machines, so a partition never moves while the shard count stays the same.
     pub fn shard(self, shard_count: u16) -> u16 {
         assert!(shard_count > 0, "shard count must be positive");
-        let bytes = self.0.to_le_bytes();
-        let hash = murmur3::murmur3_32(&mut &bytes[..], 0).expect("hashing a slice cannot fail");
-        ((hash >> 16) % shard_count as u32) as u16
+        let topic = self.0 & !PARTITION_MASK;
+        let hash = murmur3::murmur3_32(&mut &topic.to_le_bytes()[..], 0).expect("hashing a slice cannot fail");
+        let start = u64::from(hash >> 16);
+        ((start + self.partition_id() as u64) % u64::from(shard_count)) as u16
     }
 }
 
@@ -86,19 +93,20 @@ mod tests {
         assert_eq!(ns.packed(), (1 << 32) | (2 << 20) | 3);
     }
 
-    /// Owners for 1, 2, 3 and 8 shards, computed independently (Python `mmh3` over the
-    /// packed value's 8 little-endian bytes, seed 0, upper 16 bits modulo the shard count).
+    /// Owners for 1, 2, 3 and 8 shards, computed independently (Python: Murmur3 x86 32-bit
+    /// over the packed topic's 8 little-endian bytes, seed 0, upper 16 bits plus the
+    /// partition id, modulo the shard count).
     /// A change here moves partitions between shards on upgrade: never edit these lightly.
     #[test]
     fn routing_vectors() {
         let vectors: [((u32, u32, u32), [u16; 4]); 8] = [
             ((0, 0, 0), [0, 1, 1, 5]),
-            ((0, 0, 1), [0, 1, 0, 7]),
-            ((0, 0, 2), [0, 1, 1, 7]),
+            ((0, 0, 1), [0, 0, 2, 6]),
+            ((0, 0, 2), [0, 1, 0, 7]),
             ((1, 0, 0), [0, 0, 1, 0]),
-            ((1, 2, 3), [0, 1, 0, 1]),
-            ((7, 11, 13), [0, 0, 0, 0]),
-            ((1000, 4095, 999_999), [0, 1, 1, 3]),
+            ((1, 2, 3), [0, 1, 0, 5]),
+            ((7, 11, 13), [0, 0, 0, 6]),
+            ((1000, 4095, 999_999), [0, 0, 1, 4]),
             ((1_048_575, 0, 0), [0, 1, 1, 3]),
         ];
         for ((stream, topic, partition), owners) in vectors {
@@ -112,6 +120,22 @@ mod tests {
     fn single_shard_owns_everything() {
         for p in 0..100 {
             assert_eq!(Namespace::new(0, 0, p).unwrap().shard(1), 0);
+        }
+    }
+
+    #[test]
+    fn a_topics_partitions_spread_evenly_over_the_shards() {
+        for (stream, topic) in [(0, 0), (1, 0), (5, 17), (1000, 4095)] {
+            for shards in [2u16, 3, 8] {
+                for partitions in [1u32, 4, 10] {
+                    let mut counts = vec![0u32; shards as usize];
+                    for p in 0..partitions {
+                        counts[Namespace::new(stream, topic, p).unwrap().shard(shards) as usize] += 1;
+                    }
+                    let (least, most) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                    assert!(most - least <= 1, "{stream}/{topic}, {partitions} partitions on {shards}: {counts:?}");
+                }
+            }
         }
     }
 
