@@ -279,6 +279,12 @@ impl TestServer {
         Ok(())
     }
 
+    /// Sets one environment variable (replacing an earlier value) for the launches to come.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.retain(|(k, _)| k != key);
+        self.extra_env.push((key.to_owned(), value.to_owned()));
+    }
+
     /// Starts the server again on the same data directory and port. A server that still
     /// runs is stopped gracefully first.
     pub fn restart(&mut self) -> anyhow::Result<()> {

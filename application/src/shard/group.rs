@@ -99,8 +99,9 @@ pub struct PartitionGroup<E: Env> {
     pub(super) gaps: RefCell<Gaps>,
     /// Damaged stored batches whose intact copies are asked of peers.
     pub(super) repairs: RefCell<Repairs>,
-    /// A journal write failed: the replica is not driven again until a restart.
-    halted: Cell<bool>,
+    /// A journal write failed, or a partition holds messages the group has no record of:
+    /// the replica is not driven again until a restart.
+    pub(super) halted: Cell<bool>,
 }
 
 /// Which node a lane's client id belongs to.
@@ -278,6 +279,7 @@ impl<E: Env> Shard<E> {
         let group = self.group().expect("just set");
         let _pump = group.pump.lock().await;
         self.carry_out_group(group, effects).await;
+        self.refuse_unrecorded_partitions(group).await;
         Ok(())
     }
 

@@ -145,6 +145,31 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// Halts the group when one of its partitions holds messages the group's state has no
+    /// record of: they were written outside the group (by a node run without
+    /// `replicate_partitions`, or on another shard under an earlier placement rule). The
+    /// state would number that partition's next send from 0, and a replica whose log is
+    /// past it would take the send for one it stored before and drop it, acknowledged. A
+    /// halted group refuses every send until the directory is put right and the node
+    /// restarted; nothing stored is touched.
+    pub(super) async fn refuse_unrecorded_partitions(&self, group: &PartitionGroup<E>) {
+        for (namespace, partition) in self.owned_partitions() {
+            let recorded = group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
+            let held = partition.log.lock().await.next_offset();
+            if !recorded && held > 0 {
+                tracing::error!(
+                    partition = %namespace_label(namespace),
+                    messages = held,
+                    group = self.shard_id,
+                    "a partition holds messages its partition group has no record of (written without \
+                     replicate_partitions, or on another shard before 2026-12-04's placement): the group \
+                     refuses every send until a restart"
+                );
+                group.halted.set(true);
+            }
+        }
+    }
+
     /// Makes every offset file of the group's partitions what a state a checkpoint just
     /// installed says (stores the state has, deletes of those it lacks).
     pub(super) async fn adopt_group_offsets(&self, group: &PartitionGroup<E>) {

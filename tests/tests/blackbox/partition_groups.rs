@@ -603,3 +603,41 @@ pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64
     })
     .await
 }
+
+/// A one-node cluster that first runs without partition groups stores messages no group
+/// recorded; started again with `replicate_partitions`, the group that would carry them
+/// refuses every send (its state would number them from 0 again, and the log, already
+/// past that, would drop them after acknowledging), says why, and the stored messages
+/// still read back.
+#[tokio::test]
+async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::Result<()> {
+    let (tcp, plane) = (rill_tests::free_port(), rill_tests::free_ports(1 + SHARDS));
+    let (address, replicas) = (format!("127.0.0.1:{tcp}"), format!("127.0.0.1:{plane}"));
+    let shards = SHARDS.to_string();
+    let env = [
+        ("IGGY_CLUSTER_ENABLED", "true"),
+        ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
+        ("IGGY_CLUSTER_CLIENT_ADDRESSES", address.as_str()),
+        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards.as_str()),
+        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
+    ];
+    let node = rill_tests::TestServer::start_node(tcp, &env, &["--replica-id", "0"])?;
+    let mut cluster = Cluster { nodes: vec![node], addresses: vec![address.clone()], planes: vec![replicas] };
+    let client = client_once_committing(&cluster).await?;
+    let topic = create_stream_and_topic(&client, "unrecorded", "t", 1).await?;
+    assert!(send(&client, topic, 0, 1, 3).await, "a send without partition groups");
+    drop(client);
+
+    let node = &mut cluster.nodes[0];
+    node.stop_graceful()?;
+    node.set_env("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true");
+    node.restart()?;
+    let client = connect_root(&address).await?;
+    assert!(!send(&client, topic, 0, 4, 1).await, "a send the group has no offsets for is refused");
+    let logs = cluster.nodes[0].logs_of_last_launch();
+    assert!(logs.contains("has no record of"), "the node says why:\n{logs}");
+    let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
+    let ids: Vec<u128> = held.iter().map(|m| m.header.id).collect();
+    assert_eq!(ids, [1, 2, 3], "what was stored before reads back, and nothing else");
+    Ok(())
+}
