@@ -25,9 +25,17 @@ fn start_cluster() -> anyhow::Result<Cluster> {
 
 /// Three nodes, each with the extra environment `extra(replica id)` gives it.
 pub(crate) fn start_cluster_with(extra: &dyn Fn(usize) -> Vec<(&'static str, String)>) -> anyhow::Result<Cluster> {
-    let tcp: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    start_cluster_of(NODES, extra)
+}
+
+/// `nodes` nodes, each with the extra environment `extra(replica id)` gives it.
+pub(crate) fn start_cluster_of(
+    nodes: usize,
+    extra: &dyn Fn(usize) -> Vec<(&'static str, String)>,
+) -> anyhow::Result<Cluster> {
+    let tcp: Vec<u16> = (0..nodes).map(|_| free_port()).collect();
     // Room above each replica port for two shards' partition groups.
-    let plane: Vec<u16> = (0..NODES).map(|_| free_ports(3)).collect();
+    let plane: Vec<u16> = (0..nodes).map(|_| free_ports(3)).collect();
     let replicas = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     let clients = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     let env = [

@@ -15,7 +15,7 @@ use iggy::prelude::*;
 use rill_tests::raw::{self, Request};
 use rill_tests::{connect_root, create_stream_and_topic, id, message, poll_all};
 
-use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with, streams_on};
+use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_of, start_cluster_with, streams_on};
 
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(40);
 pub(crate) const PARTITIONS: u32 = 4;
@@ -611,18 +611,8 @@ pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64
 /// still read back.
 #[tokio::test]
 async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::Result<()> {
-    let (tcp, plane) = (rill_tests::free_port(), rill_tests::free_ports(1 + SHARDS));
-    let (address, replicas) = (format!("127.0.0.1:{tcp}"), format!("127.0.0.1:{plane}"));
-    let shards = SHARDS.to_string();
-    let env = [
-        ("IGGY_CLUSTER_ENABLED", "true"),
-        ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
-        ("IGGY_CLUSTER_CLIENT_ADDRESSES", address.as_str()),
-        ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", shards.as_str()),
-        ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
-    ];
-    let node = rill_tests::TestServer::start_node(tcp, &env, &["--replica-id", "0"])?;
-    let mut cluster = Cluster { nodes: vec![node], addresses: vec![address.clone()], planes: vec![replicas] };
+    let mut cluster = start_cluster_of(1, &|_| vec![("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string())])?;
+    let address = cluster.addresses[0].clone();
     let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "unrecorded", "t", 1).await?;
     assert!(send(&client, topic, 0, 1, 3).await, "a send without partition groups");
