@@ -150,20 +150,26 @@ impl<E: Env> Shard<E> {
     /// `replicate_partitions`, or on another shard under an earlier placement rule). The
     /// state would number that partition's next send from 0, and a replica whose log is
     /// past it would take the send for one it stored before and drop it, acknowledged. A
-    /// halted group refuses every send until the directory is put right and the node
-    /// restarted; nothing stored is touched.
+    /// halted group refuses every send until the node is restarted with the partition's
+    /// directory moved out or without `replicate_partitions`; nothing stored is touched.
     pub(super) async fn refuse_unrecorded_partitions(&self, group: &PartitionGroup<E>) {
         for (namespace, partition) in self.owned_partitions() {
             let recorded = group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
-            let held = partition.log.lock().await.next_offset();
+            let (held, dir) = {
+                let log = partition.log.lock().await;
+                (log.next_offset(), log.dir().to_path_buf())
+            };
             if !recorded && held > 0 {
                 tracing::error!(
                     partition = %namespace_label(namespace),
+                    directory = %dir.display(),
                     messages = held,
                     group = self.shard_id,
                     "a partition holds messages its partition group has no record of (written without \
                      replicate_partitions, or on another shard before 2026-12-04's placement): the group \
-                     refuses every send until a restart"
+                     refuses every send. To go on, stop the node and either move this partition's \
+                     directory out of the data directory (the partition starts again empty) or start \
+                     it without replicate_partitions"
                 );
                 group.halted.set(true);
             }

@@ -607,8 +607,9 @@ pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64
 /// A one-node cluster that first runs without partition groups stores messages no group
 /// recorded; started again with `replicate_partitions`, the group that would carry them
 /// refuses every send (its state would number them from 0 again, and the log, already
-/// past that, would drop them after acknowledging), says why, and the stored messages
-/// still read back.
+/// past that, would drop them after acknowledging), says why and which directory, and the
+/// stored messages still read back; with that directory moved out, the node takes sends
+/// again from offset 0.
 #[tokio::test]
 async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::Result<()> {
     let mut cluster = start_cluster_of(1, &|_| vec![("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string())])?;
@@ -629,5 +630,21 @@ async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::R
     let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
     let ids: Vec<u128> = held.iter().map(|m| m.header.id).collect();
     assert_eq!(ids, [1, 2, 3], "what was stored before reads back, and nothing else");
+    drop(client);
+
+    // The way on that the log names: the partition's directory moved out of the data directory.
+    let node = &mut cluster.nodes[0];
+    node.stop_graceful()?;
+    let dir = node.data_dir().join(format!("streams/{}/topics/{}/partitions/0", topic.0, topic.1));
+    assert!(logs.contains(&dir.display().to_string()), "the log names {}:\n{logs}", dir.display());
+    let aside = node.data_dir().with_extension("moved-out");
+    std::fs::rename(&dir, &aside)?;
+    node.restart()?;
+    let client = connect_root(&address).await?;
+    assert!(send(&client, topic, 0, 5, 2).await, "with the directory moved out, the group takes sends");
+    let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
+    let ids: Vec<(u64, u128)> = held.iter().map(|m| (m.header.offset, m.header.id)).collect();
+    assert_eq!(ids, [(0, 5), (1, 6)], "the partition starts again from offset 0");
+    assert!(rill_tests::files_under(&aside).iter().any(|f| f.extension().is_some_and(|e| e == "log")));
     Ok(())
 }
