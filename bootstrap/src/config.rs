@@ -288,107 +288,10 @@ fn typed(merged: &Value, unknown_keys: Vec<String>) -> anyhow::Result<Config> {
     if !(1..=1 << 20).contains(&inbox_capacity) {
         bail!("invalid value for `system.sharding.inbox_capacity`: `{inbox_capacity}` (expected 1 to 1048576)");
     }
-    let pool_size = text("system.memory_pool.size");
-    let size_bytes =
-        rill_domain::topic_options::parse_size_bytes(&pool_size).filter(|&bytes| bytes > 0).with_context(|| {
-            format!("invalid value for `system.memory_pool.size`: `{pool_size}` (expected a size such as \"4 GiB\")")
-        })?;
-    let bucket_capacity =
-        leaves["system.memory_pool.bucket_capacity"].as_integer().expect("types were checked against the defaults");
-    let memory_pool = MemoryPoolConfig {
-        enabled: flag("system.memory_pool.enabled"),
-        size_bytes,
-        bucket_capacity: usize::try_from(bucket_capacity).unwrap_or(usize::MAX),
-    };
-    if let (true, Err(error)) = (
-        memory_pool.enabled,
-        rill_application::memory_pool::MemoryPool::check(memory_pool.size_bytes, memory_pool.bucket_capacity),
-    ) {
-        bail!("invalid `system.memory_pool` settings: {error}");
-    }
-    let duration = |key: &str| -> anyhow::Result<u64> {
-        let value = text(key);
-        rill_domain::topic_options::parse_duration_us(&value)
-            .with_context(|| format!("invalid value for `{key}`: `{value}` (expected a duration such as \"30 s\")"))
-    };
-    let max_failures = leaves["login.max_failures"].as_integer().expect("types were checked against the defaults");
-    if !(1..=1_000_000).contains(&max_failures) {
-        bail!("invalid value for `login.max_failures`: `{max_failures}` (expected 1 to 1000000)");
-    }
-    let security = rill_application::shard::SecurityConfig {
-        login_max_failures: max_failures as u32,
-        login_failure_window_us: duration("login.failure_window")?,
-        login_failure_delay_us: duration("login.failure_delay")?,
-        rebalancing_timeout_us: duration("consumer_group.rebalancing_timeout")?,
-        token_cleaner_interval_us: duration("personal_access_token.cleaner.interval")?,
-        session_idle_limit_us: if flag("heartbeat.enabled") { duration("heartbeat.interval")? / 5 * 6 } else { 0 },
-        max_connections: u32::try_from(
-            leaves["connections.max_connections"].as_integer().expect("types were checked against the defaults"),
-        )
-        .ok()
-        .context("invalid value for `connections.max_connections` (expected 0 to 4294967295)")?,
-        login_timeout_us: duration("connections.login_timeout")?,
-        frame_timeout_us: duration("connections.frame_timeout")?,
-        max_frame_bytes: frame_size_limit(&text("connections.max_frame_size"))?,
-    };
-    let list = |key: &str| -> anyhow::Result<Vec<String>> {
-        let items = leaves[key].as_array().expect("types were checked against the defaults");
-        items
-            .iter()
-            .map(|item| item.as_str().map(str::to_owned))
-            .collect::<Option<Vec<String>>>()
-            .with_context(|| format!("invalid value for `{key}`: expected a list of strings"))
-            .map(|items| items.into_iter().filter(|item| !item.is_empty()).collect())
-    };
-    let max_request_size = text("http.max_request_size");
-    let max_request_size_bytes = rill_domain::topic_options::parse_size_bytes(&max_request_size)
-        .filter(|&bytes| bytes >= 1024)
-        .with_context(|| {
-            format!(
-                "invalid value for `http.max_request_size`: `{max_request_size}` (expected a size such as \"2 MB\")"
-            )
-        })?;
-    let http_settings = rill_adapter_transport_http::HttpSettings {
-        jwt_secret: text("http.jwt.encoding_secret"),
-        access_token_lifetime_s: duration("http.jwt.access_token_expiry")? / 1_000_000,
-        clock_skew_s: duration("http.jwt.clock_skew")? / 1_000_000,
-        max_request_size_bytes: usize::try_from(max_request_size_bytes).unwrap_or(usize::MAX),
-        cors: rill_adapter_transport_http::CorsSettings {
-            enabled: flag("http.cors.enabled"),
-            allowed_origins: list("http.cors.allowed_origins")?,
-            allowed_methods: list("http.cors.allowed_methods")?,
-            allowed_headers: list("http.cors.allowed_headers")?,
-            exposed_headers: list("http.cors.exposed_headers")?,
-            allow_credentials: flag("http.cors.allow_credentials"),
-        },
-        metrics_endpoint: flag("http.metrics.enabled").then(|| text("http.metrics.endpoint")),
-        web_ui: flag("http.web_ui"),
-    };
-    if let Some(endpoint) = &http_settings.metrics_endpoint
-        && (!endpoint.starts_with('/')
-            || endpoint.len() < 2
-            || endpoint.contains(['{', '}', '*', ' ', ':'])
-            || rill_adapter_transport_http::ROUTE_PREFIXES
-                .iter()
-                .any(|taken| endpoint == taken || endpoint.starts_with(&format!("{taken}/"))))
-    {
-        bail!(
-            "invalid value for `http.metrics.endpoint`: `{endpoint}` (expected a path such as \"/metrics\" that no API route uses)"
-        );
-    }
-    rill_adapter_transport_http::check_cors(&http_settings.cors).map_err(anyhow::Error::msg)?;
-    let cluster = ClusterConfig {
-        enabled: flag("cluster.enabled"),
-        replicas: list("cluster.replicas")?,
-        client_addresses: list("cluster.client_addresses")?,
-        quic_addresses: list("cluster.quic_addresses")?,
-        http_addresses: list("cluster.http_addresses")?,
-        websocket_addresses: list("cluster.websocket_addresses")?,
-        listen_address: text("cluster.listen_address"),
-        replicate_partitions: flag("cluster.replicate_partitions"),
-        replica_id: 0,
-        security: crate::config_cluster::replica_security(&leaves)?,
-    };
+    let memory_pool = crate::config_sections::memory_pool(&leaves)?;
+    let security = crate::config_sections::security(&leaves)?;
+    let http_settings = crate::config_sections::http(&leaves)?;
+    let cluster = crate::config_sections::cluster(&leaves)?;
     Ok(Config {
         data: crate::config_data::data_config(&leaves)?,
         http_settings,
@@ -565,18 +468,6 @@ fn log_file(leaves: &BTreeMap<String, Value>) -> anyhow::Result<Option<crate::lo
             duration("system.logging.rotation_check_interval")?.max(1_000_000),
         ),
     }))
-}
-
-/// `connections.max_frame_size`: a size from one header (256 bytes) up to the protocol's
-/// 64 MiB frame limit.
-fn frame_size_limit(value: &str) -> anyhow::Result<usize> {
-    let max = rill_domain::constants::MAX_FRAME_SIZE as u64;
-    rill_domain::topic_options::parse_size_bytes(value)
-        .filter(|bytes| (rill_domain::constants::HEADER_SIZE as u64..=max).contains(bytes))
-        .map(|bytes| bytes as usize)
-        .with_context(|| {
-            format!("invalid value for `connections.max_frame_size`: `{value}` (expected a size from 256 B to 64 MiB)")
-        })
 }
 
 #[cfg(test)]

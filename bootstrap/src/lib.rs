@@ -6,6 +6,7 @@ pub mod config;
 pub mod config_cluster;
 pub mod config_data;
 pub mod config_iggy;
+pub mod config_sections;
 pub mod dotenv;
 pub mod host;
 pub mod logfile;
