@@ -14,12 +14,14 @@ const OUTCOMES_MAX: usize = 1024;
 
 /// What one committed op did: for a send, the partition key and the base offset it got;
 /// for a reset, whether it started the partition again (a reset to an incarnation the
-/// partition has already changes nothing).
+/// partition has already changes nothing); and the incarnation of the partition the op
+/// names, as the group's state had it once the op was applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupOutcome {
     pub op: u64,
     pub result: Result<Option<(u64, u64)>, ErrorCode>,
     pub reset: bool,
+    pub incarnation: u64,
 }
 
 #[derive(Debug, Default)]
@@ -60,10 +62,13 @@ impl StateMachine for GroupMachine {
         let (result, reply) = self.state.apply_with_reply(operation, body);
         let result = result.map(|appended| appended.map(|a| (a.partition, a.base_offset)));
         let reset = reset_partition.map(|partition| self.state.incarnation(partition)) != before;
+        // Every op's body starts with the packed partition key it names.
+        let named = body.get(..8).and_then(|key| key.try_into().ok()).map(u64::from_le_bytes);
+        let incarnation = named.map_or(0, |partition| self.state.incarnation(partition));
         if self.outcomes.len() == OUTCOMES_MAX {
             self.outcomes.pop_front();
         }
-        self.outcomes.push_back(GroupOutcome { op, result, reset });
+        self.outcomes.push_back(GroupOutcome { op, result, reset, incarnation });
         reply
     }
 
@@ -102,5 +107,16 @@ mod tests {
         assert_eq!(machine.take_outcome(4).map(|o| o.reset), Some(true), "the first reset starts it again");
         assert_eq!(machine.take_outcome(5).map(|o| o.reset), Some(false), "the same incarnation again: nothing");
         assert_eq!(machine.state().next_offset(9), None);
+    }
+
+    #[test]
+    fn outcomes_carry_the_incarnation_their_partition_was_in() {
+        let mut machine = GroupMachine::default();
+        machine.apply(1, 5, operation::SEND_MESSAGES, &partition_group::send_body(9, 1, b"a"));
+        machine.apply(2, 6, operation::RESET_PARTITION, &partition_group::reset_body(9, 70));
+        machine.apply(3, 7, operation::SEND_MESSAGES, &partition_group::send_body(9, 1, b"b"));
+        machine.apply(4, 8, operation::SEND_MESSAGES, &partition_group::send_body(4, 1, b"c"));
+        let incarnations: Vec<u64> = (1..=4).filter_map(|op| machine.take_outcome(op)).map(|o| o.incarnation).collect();
+        assert_eq!(incarnations, [0, 70, 70, 0], "before the reset, the reset, after it, another partition");
     }
 }

@@ -62,13 +62,14 @@ struct Waiter {
 /// What a committed op asks of its partition on this node.
 #[derive(Debug, Clone, Copy)]
 enum Applying {
-    /// A send the group gave this partition key and base offset.
-    Send(u64, u64),
-    Offset,
+    /// A send the group gave this partition key and base offset, in an incarnation.
+    Send(u64, u64, u64),
+    /// A consumer offset stored or deleted, in an incarnation.
+    Offset(u64),
     /// A reset that started the partition again.
     Reset,
-    /// Sealed segments ending at or below an offset go.
-    DeleteSegments,
+    /// Sealed segments ending at or below an offset go, in an incarnation.
+    DeleteSegments(u64),
     Nothing,
 }
 
@@ -239,6 +240,14 @@ pub(super) fn consumer_key_of((kind, id): (u8, u32)) -> ConsumerKey {
     if kind == 2 { ConsumerKey::Group(id) } else { ConsumerKey::Consumer(id) }
 }
 
+/// Whether an op committed in `incarnation` belongs to one this copy of its partition has
+/// left behind: a node that restarts replays its group journal from the last checkpoint,
+/// and sends made before a purge or a recreation it applied already must not land in the
+/// new incarnation's log (at the offsets the new one's sends hold, or after them).
+fn superseded<S: crate::ports::Storage>(partition: &Partition<S>, incarnation: u64) -> bool {
+    incarnation < partition.incarnation.get()
+}
+
 impl<E: Env> Shard<E> {
     pub(super) fn group(&self) -> Option<&PartitionGroup<E>> {
         self.group.get()
@@ -397,11 +406,14 @@ impl<E: Env> Shard<E> {
         let outcome = group.replica().state_machine_mut().take_outcome(op);
         let result = outcome.map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
         if let Ok(assigned) = result {
+            let incarnation = outcome.map_or(0, |o| o.incarnation);
             let applying = match (entry.operation, assigned) {
-                (operation::SEND_MESSAGES, Some((key, base_offset))) => Applying::Send(key, base_offset),
-                (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => Applying::Offset,
+                (operation::SEND_MESSAGES, Some((key, base_offset))) => Applying::Send(key, base_offset, incarnation),
+                (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => {
+                    Applying::Offset(incarnation)
+                }
                 (operation::RESET_PARTITION, _) if outcome.is_some_and(|o| o.reset) => Applying::Reset,
-                (operation::DELETE_SEGMENTS, _) => Applying::DeleteSegments,
+                (operation::DELETE_SEGMENTS, _) => Applying::DeleteSegments(incarnation),
                 _ => Applying::Nothing,
             };
             let waiting = !group.blocked.borrow().is_empty();
@@ -416,10 +428,12 @@ impl<E: Env> Shard<E> {
     /// Makes one committed op in its partition; false while the partition is not open here.
     async fn apply_committed(&self, group: &PartitionGroup<E>, entry: &Entry, applying: Applying) -> bool {
         match applying {
-            Applying::Send(key, base_offset) => self.apply_send(group, entry, (key, base_offset)).await,
-            Applying::Offset => self.apply_offset(entry).await,
+            Applying::Send(key, base_offset, incarnation) => {
+                self.apply_send(group, entry, (key, base_offset), incarnation).await
+            }
+            Applying::Offset(incarnation) => self.apply_offset(entry, incarnation).await,
             Applying::Reset => self.apply_reset(group, entry).await,
-            Applying::DeleteSegments => self.apply_delete_segments(entry).await,
+            Applying::DeleteSegments(incarnation) => self.apply_delete_segments(entry, incarnation).await,
             Applying::Nothing => true,
         }
     }
@@ -448,7 +462,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// Stores or deletes a committed consumer offset.
-    async fn apply_offset(&self, entry: &Entry) -> bool {
+    async fn apply_offset(&self, entry: &Entry, incarnation: u64) -> bool {
         let Some((key, (kind, id), offset)) = partition_group::parse_offset_body(&entry.body) else { return true };
         let (namespace, partition) = match self.commit_target(key) {
             Ok(found) => found,
@@ -456,7 +470,7 @@ impl<E: Env> Shard<E> {
         };
         let consumer = consumer_key_of((kind, id));
         let mut log = partition.log.lock().await;
-        if partition.closed.get() {
+        if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
         }
         let result = match (entry.operation, offset) {
@@ -474,12 +488,12 @@ impl<E: Env> Shard<E> {
     }
 
     /// Deletes this node's sealed segments below a committed DELETE_SEGMENTS offset.
-    async fn apply_delete_segments(&self, entry: &Entry) -> bool {
+    async fn apply_delete_segments(&self, entry: &Entry, incarnation: u64) -> bool {
         let Some((key, below)) = partition_group::parse_reset_body(&entry.body) else { return true };
         let target = self.commit_target(key);
         let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
         let mut log = partition.log.lock().await;
-        if !partition.closed.get() {
+        if !partition.closed.get() && !superseded(&partition, incarnation) {
             match log.delete_segments_below(&self.storage, below).await {
                 Ok(detached) if detached.segments > 0 => self.count_retention(
                     namespace,
@@ -498,14 +512,20 @@ impl<E: Env> Shard<E> {
 
     /// Writes one committed send into its partition; false while the partition is not open
     /// here yet.
-    async fn apply_send(&self, group: &PartitionGroup<E>, entry: &Entry, (key, base_offset): (u64, u64)) -> bool {
+    async fn apply_send(
+        &self,
+        group: &PartitionGroup<E>,
+        entry: &Entry,
+        (key, base_offset): (u64, u64),
+        incarnation: u64,
+    ) -> bool {
         let Some((_, _, batch)) = partition_group::parse_send(&entry.body) else { return true };
         let (namespace, partition) = match self.commit_target(key) {
             Ok(found) => found,
             Err(done) => return done,
         };
         let mut log = partition.log.lock().await;
-        if partition.closed.get() {
+        if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
         }
         if base_offset > log.next_offset() {

@@ -158,6 +158,12 @@ fn read_batches(mut records: &[u8], held: &mut Vec<Held>) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// A copy of a partition in a few words: how many messages, and (offset, id) of each.
+fn summary(copy: &[Held]) -> String {
+    let ids: Vec<(u64, u128)> = copy.iter().map(|(offset, id, _)| (*offset, *id)).collect();
+    format!("{} messages {ids:?}", copy.len())
+}
+
 /// Waits until every node's own copy of each of `partitions` equals node 0's and passes
 /// `check`: the nodes that were not in a commit's quorum have applied it too.
 pub(crate) async fn every_node_agrees(
@@ -171,7 +177,12 @@ pub(crate) async fn every_node_agrees(
             let copies: Vec<Vec<Held>> =
                 cluster.addresses.iter().map(|a| poll_on(a, topic, partition)).collect::<anyhow::Result<_>>()?;
             for (node, copy) in copies.iter().enumerate() {
-                anyhow::ensure!(copy == &copies[0], "partition {partition}: node {node}'s copy differs from node 0's");
+                anyhow::ensure!(
+                    copy == &copies[0],
+                    "partition {partition}: node {node}'s copy differs from node 0's: {} against {}",
+                    summary(copy),
+                    summary(&copies[0])
+                );
             }
             check(partition, &copies[0])?;
         }
