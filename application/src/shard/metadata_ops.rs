@@ -65,6 +65,18 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// Removes a deleted stream's, topic's or partition's directory, unless a partition in
+    /// it was created after the deletion (`timestamp`): then the deletion is one a
+    /// clustered node's metadata recovery commits again, and the creation that follows it
+    /// in the log opens those files again.
+    async fn remove_unless_recreated(&self, dir: &std::path::Path, timestamp: u64) -> std::io::Result<()> {
+        if super::partitions::created_after(&self.storage, dir, timestamp).await {
+            tracing::info!(dir = %dir.display(), "a deletion committed again after a restart keeps files created since");
+            return Ok(());
+        }
+        self.storage.remove_dir_all(dir).await
+    }
+
     /// Mirrors an applied operation in partition storage, on the owning shards.
     pub(super) async fn reflect(&self, applied: &Applied, timestamp: u64) -> std::io::Result<()> {
         let every = |stream_id: u32, topic_id: Option<u32>| {
@@ -76,7 +88,7 @@ impl<E: Env> Shard<E> {
             }
             Applied::StreamDeleted { stream_id } => {
                 self.on_owners(every(stream_id, None), || PartitionOp::Remove).await?;
-                self.storage.remove_dir_all(&self.stream_dir(stream_id)).await
+                self.remove_unless_recreated(&self.stream_dir(stream_id), timestamp).await
             }
             Applied::StreamPurged { stream_id } => {
                 self.on_owners(every(stream_id, None), || PartitionOp::Purge { incarnation: timestamp }).await
@@ -88,7 +100,7 @@ impl<E: Env> Shard<E> {
             }
             Applied::TopicDeleted { stream_id, topic_id } => {
                 self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Remove).await?;
-                self.storage.remove_dir_all(&self.topic_dir(stream_id, topic_id)).await
+                self.remove_unless_recreated(&self.topic_dir(stream_id, topic_id), timestamp).await
             }
             Applied::TopicPurged { stream_id, topic_id } => {
                 self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Purge { incarnation: timestamp }).await
@@ -103,7 +115,7 @@ impl<E: Env> Shard<E> {
                 });
                 self.on_owners(doomed.clone(), || PartitionOp::Remove).await?;
                 for namespace in doomed {
-                    self.storage.remove_dir_all(&self.partition_dir(namespace)).await?;
+                    self.remove_unless_recreated(&self.partition_dir(namespace), timestamp).await?;
                 }
                 Ok(())
             }

@@ -27,10 +27,33 @@ fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
 
 /// The file in a partition's directory that names the incarnation it holds.
 const CREATED_AT_MARKER: &str = "created_at";
-/// The file naming the incarnation a partition group's reset (a purge) started it in, when
-/// that is newer than its creation: a reset replayed from the group's journal after a
-/// restart must not empty it again.
+/// The file naming the incarnation a purge (or a partition group's reset) started it in,
+/// when that is newer than its creation: a purge or reset committed again after a restart
+/// (a clustered node's metadata recovery, a group's journal) must not empty it again.
 const RESET_MARKER: &str = "reset_incarnation";
+
+/// Whether a partition directory at or under `dir` (a stream's, a topic's or a partition's
+/// directory) was created after `timestamp`. A clustered node's metadata recovery commits
+/// again the ops since its last checkpoint, and a deletion replayed so must not remove the
+/// files of a partition created since with the same ids.
+pub(super) async fn created_after<S: Storage>(storage: &S, dir: &std::path::Path, timestamp: u64) -> bool {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        if let Some(created_at) = read_marker(storage, &dir.join(CREATED_AT_MARKER)).await {
+            if created_at > timestamp {
+                return true;
+            }
+            continue;
+        }
+        for level in ["topics", "partitions"] {
+            let below = dir.join(level);
+            for name in storage.list_dir(&below).await.unwrap_or_default() {
+                pending.push(below.join(name));
+            }
+        }
+    }
+    false
+}
 
 async fn read_marker<S: Storage>(storage: &S, path: &std::path::Path) -> Option<u64> {
     use crate::ports::StorageFile;
@@ -262,8 +285,15 @@ impl<E: Env> Shard<E> {
                 self.shared.telemetry.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
                 Ok(Vec::new())
             }
-            PartitionOp::Purge { .. } => {
-                self.purge_partition(namespace, log, None).await.map_err(io_failure("purging a partition"))?;
+            PartitionOp::Purge { incarnation } => {
+                let done = read_marker(&self.storage, &self.partition_dir(namespace).join(RESET_MARKER)).await;
+                // This copy went through this purge already: it is committed again by a
+                // clustered node's metadata recovery, and what was stored since stays.
+                if done.is_some_and(|done| done >= incarnation) {
+                    return Ok(Vec::new());
+                }
+                let purged = self.purge_partition(namespace, log, Some(incarnation)).await;
+                purged.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
             PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {
