@@ -286,10 +286,13 @@ impl<E: Env> Shard<E> {
                 Ok(Vec::new())
             }
             PartitionOp::Purge { incarnation } => {
-                let done = read_marker(&self.storage, &self.partition_dir(namespace).join(RESET_MARKER)).await;
-                // This copy went through this purge already: it is committed again by a
+                let dir = self.partition_dir(namespace);
+                let purged = read_marker(&self.storage, &dir.join(RESET_MARKER)).await;
+                let created = read_marker(&self.storage, &dir.join(CREATED_AT_MARKER)).await;
+                // This copy went through this purge already, or was created after it (a topic
+                // deleted and created again since): the purge is committed again by a
                 // clustered node's metadata recovery, and what was stored since stays.
-                if done.is_some_and(|done| done >= incarnation) {
+                if purged.max(created).is_some_and(|done| done >= incarnation) {
                     return Ok(Vec::new());
                 }
                 let purged = self.purge_partition(namespace, log, Some(incarnation)).await;

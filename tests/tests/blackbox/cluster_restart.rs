@@ -40,9 +40,9 @@ async fn copies_once_served(addresses: &[String], topics: &[(u32, u32)]) -> anyh
 }
 
 /// Without partition groups a partition's messages are on one node only. After each node's
-/// restart, every node still holds what it held: the messages stored after a purge and
-/// after a topic was deleted and created again (its metadata recovery commits those ops
-/// again; before the fix the restarted node emptied or removed those partitions).
+/// restart, every node still holds what it held: the messages stored after a purge, after
+/// a topic was deleted and created again, and after both (its metadata recovery commits
+/// those ops again; before the fix the restarted node emptied or removed those partitions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_keeps_what_it_stored_after_a_purge_and_a_recreation() -> anyhow::Result<()> {
     let mut cluster = start_cluster_with(&|_| Vec::new())?;
@@ -61,7 +61,13 @@ async fn a_restarted_node_keeps_what_it_stored_after_a_purge_and_a_recreation() 
         let created = client.create_topic(&id(recreated.0), "t", &rill_tests::topic_options(1)).await?;
         anyhow::ensure!(created.id == recreated.1, "the recreated topic reuses the id");
         send_ids(&client, recreated, base + 14..=base + 15).await?;
-        topics.extend([purged, recreated]);
+        let both = create_stream_and_topic(&client, &format!("purged-then-recreated-{node}"), "t", 1).await?;
+        send_ids(&client, both, base + 21..=base + 22).await?;
+        client.purge_topic(&id(both.0), &id(both.1)).await?;
+        client.delete_topic(&id(both.0), &id(both.1)).await?;
+        client.create_topic(&id(both.0), "t", &rill_tests::topic_options(1)).await?;
+        send_ids(&client, both, base + 23..=base + 24).await?;
+        topics.extend([purged, recreated, both]);
     }
     let before = copies_once_served(&cluster.addresses, &topics).await?;
     for node in 0..cluster.nodes.len() {
