@@ -5,7 +5,7 @@ mod bad_frames;
 mod cli;
 mod cluster;
 mod cluster_faults;
-mod cluster_restart;
+mod cluster_recovery;
 mod cluster_routing;
 mod config;
 mod consumer_groups;

@@ -1,6 +1,7 @@
-//! A clustered node restarted without partition groups: its metadata recovery commits again
-//! the ops since its last metadata checkpoint, and their storage effects (a purge, a topic
-//! deleted and created again) must not undo what the node stored after them.
+//! A clustered node restarted without partition groups: its metadata recovery commits
+//! again the ops since its last metadata checkpoint, and their storage effects (a purge, a
+//! topic deleted and created again) must not undo what the node stored after them. (Not
+//! named `cluster_restart`: scripts/test.sh's transport passes select `restart::`.)
 
 use iggy::prelude::*;
 use rill_tests::{connect_root, create_stream_and_topic, id, message};
