@@ -1,0 +1,299 @@
+//! Partition groups of three nodes in one thread, deterministic: each node is one shard on
+//! its own simulated disk with its own (single-node) metadata, the three run a replica of
+//! partition group 0 each, and the replica plane is a queue this test delivers from. Every
+//! node applies the same metadata requests in the same order on one manual clock (it moves
+//! only on ticks), so their incarnations (the metadata timestamps of a partition's creation
+//! or purge) agree, as a metadata cluster's would.
+//!
+//! What it checks: a node that restarts replays its group journal from its last checkpoint,
+//! and what it replays must not land in a partition that has since been purged, or deleted
+//! and created again (the black-box test `partition_groups::a_purge_and_a_recreated_topic_
+//! start_every_replica_again_at_offset_zero` caught that only under load; this fails on the
+//! first restart without the check).
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use common::messages;
+use common::shards::{Client, SimEnv, config, create_stream, numeric, poll_body, reply_of, send_body, start_on};
+use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
+use rill_application::Shard;
+use rill_application::memory_pool::{MemoryPool, PoolBuf};
+use rill_application::ports::ReplicaNetwork;
+use rill_application::replication::{Membership, TICK_MS};
+use rill_domain::vsr::Message;
+use rill_domain::wire::codes::{code, operation};
+
+const NODES: u8 = 3;
+const PARTITIONS: u32 = 2;
+/// Steps a request may take before the test calls it a hang.
+const STEPS: usize = 200_000;
+/// Ticks a restarted replica has to catch up (30 s: a view change and a gap fetch).
+const CATCH_UP_TICKS: u64 = 600;
+
+type Plane = Rc<RefCell<VecDeque<(u8, Message)>>>;
+
+/// One node's end of the replica plane: what it sends joins the queue.
+struct QueuedPlane {
+    queue: Plane,
+}
+
+impl ReplicaNetwork for QueuedPlane {
+    fn send(&self, to: u8, message: Message) {
+        self.queue.borrow_mut().push_back((to, message));
+    }
+}
+
+struct Node {
+    storage: SimStorage,
+    shard: Option<Rc<Shard<SimEnv>>>,
+    client: Option<Client>,
+}
+
+struct Cluster {
+    nodes: Vec<Node>,
+    plane: Plane,
+    clock: ManualClock,
+    pool: &'static MemoryPool,
+    starts: u64,
+}
+
+impl Cluster {
+    fn new() -> Self {
+        let nodes = (0..NODES).map(|_| Node { storage: SimStorage::new(), shard: None, client: None }).collect();
+        let clock = ManualClock::new(1_700_000_000_000_000);
+        let pool = MemoryPool::new(512 << 20, 64).expect("pool").leak();
+        let mut cluster = Self { nodes, plane: Plane::default(), clock, pool, starts: 0 };
+        for node in 0..NODES {
+            cluster.start(node);
+        }
+        cluster
+    }
+
+    /// Starts `node` on its disk (recovering what is there), opens its group replica, and
+    /// logs a client in.
+    fn start(&mut self, node: u8) {
+        let storage = &self.nodes[node as usize].storage;
+        let (shards, _) = start_on(storage, config(), &self.clock, 1, self.pool, Jitter::default()).expect("start");
+        let shard = shards.into_iter().next().expect("one shard");
+        let membership = Membership { replica_id: node, replica_count: NODES };
+        let plane = Box::new(QueuedPlane { queue: self.plane.clone() });
+        self.starts += 1;
+        let seed = self.starts;
+        let opening = shard.clone();
+        self.drive(async move { opening.open_group(membership, plane, seed).await.expect("open group") });
+        self.nodes[node as usize].client = Some(Client::login(&shard));
+        self.nodes[node as usize].shard = Some(shard);
+    }
+
+    /// Stops `node` as a kill would: nothing flushed, its disk kept as it is, or, with
+    /// `power_loss`, without whatever it had not fsynced.
+    fn kill(&mut self, node: u8, power_loss: bool) {
+        let stopped = &mut self.nodes[node as usize];
+        stopped.client = None;
+        stopped.shard = None;
+        if power_loss {
+            stopped.storage.crash(0);
+        }
+    }
+
+    /// Runs `future` to its end while the plane's messages are delivered and, whenever
+    /// nothing else moves, the clock advances one tick and every replica ticks; then lets
+    /// every delivery finish.
+    fn drive<T>(&self, future: impl Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        let mut context = Context::from_waker(Waker::noop());
+        let mut running: Vec<Pin<Box<dyn Future<Output = ()>>>> = Vec::new();
+        let mut result = None;
+        for _ in 0..STEPS {
+            if result.is_none()
+                && let Poll::Ready(value) = future.as_mut().poll(&mut context)
+            {
+                result = Some(value);
+            }
+            let before = running.len();
+            running.retain_mut(|task| task.as_mut().poll(&mut context).is_pending());
+            let delivered = self.deliver(&mut running);
+            if running.is_empty()
+                && self.plane.borrow().is_empty()
+                && let Some(value) = result.take()
+            {
+                return value;
+            }
+            if delivered == 0 && running.len() == before {
+                self.tick(&mut running);
+            }
+        }
+        panic!("a request and its replication did not finish in {STEPS} steps");
+    }
+
+    /// Lets `ticks` ticks pass (the replicas retry, resend and repair on ticks).
+    fn pass(&self, ticks: u64) {
+        for _ in 0..ticks {
+            self.drive(async {
+                let mut running = Vec::new();
+                self.tick(&mut running);
+                for task in running {
+                    task.await;
+                }
+            });
+        }
+    }
+
+    /// Starts delivering every queued message to its node (dropped when that node is down).
+    fn deliver(&self, running: &mut Vec<Pin<Box<dyn Future<Output = ()>>>>) -> usize {
+        let queued: Vec<(u8, Message)> = self.plane.borrow_mut().drain(..).collect();
+        let count = queued.len();
+        for (to, message) in queued {
+            if let Some(shard) = self.nodes[to as usize].shard.clone() {
+                running.push(Box::pin(async move { shard.on_group_message(message).await }));
+            }
+        }
+        count
+    }
+
+    fn tick(&self, running: &mut Vec<Pin<Box<dyn Future<Output = ()>>>>) {
+        self.clock.advance_us(TICK_MS * 1000);
+        for node in &self.nodes {
+            if let Some(shard) = node.shard.clone() {
+                running.push(Box::pin(async move { shard.group_tick().await }));
+            }
+        }
+    }
+
+    /// One request from `node`'s client, answered with its body or its status.
+    fn call(&mut self, node: u8, op: u8, nr_code: u32, body: &[u8]) -> Result<Vec<u8>, u32> {
+        // Out of the node while its request runs, so the plane can reach the node meanwhile.
+        let mut client = self.nodes[node as usize].client.take().expect("node up");
+        let frame = client.frame(op, nr_code, body);
+        let shard = client.system.clone();
+        let outcome = self.drive(shard.handle(&client.connection, PoolBuf::plain(frame)));
+        self.nodes[node as usize].client = Some(client);
+        reply_of(outcome)
+    }
+
+    /// The same metadata request on every node, as a metadata cluster commits it on each.
+    fn everywhere(&mut self, op: u8, body: &[u8]) {
+        for node in 0..NODES {
+            self.call(node, op, 0, body).unwrap_or_else(|status| panic!("node {node}: op {op} answered {status}"));
+        }
+    }
+
+    /// Sends one message per partition through node 0, each named `<label> <partition>`.
+    fn send_round(&mut self, stream: u32, label: &str) {
+        for partition in 0..PARTITIONS {
+            let payload = format!("{label} {partition}");
+            let body = send_body(stream, partition, &[payload.as_bytes()]).0;
+            self.call(0, operation::SEND_MESSAGES, 0, &body)
+                .unwrap_or_else(|status| panic!("send {payload}: status {status}"));
+        }
+    }
+
+    /// What `node` serves of each partition: (offset, payload) from offset 0.
+    fn served(&mut self, node: u8, stream: u32) -> Vec<Vec<(u64, String)>> {
+        (0..PARTITIONS)
+            .map(|partition| {
+                let body = poll_body(stream, partition, 0, 100);
+                let reply = self.call(node, operation::NON_REPLICATED, code::POLL_MESSAGES, &body).expect("poll");
+                messages(&reply[16..])
+            })
+            .collect()
+    }
+}
+
+fn expected(labels: &[&str]) -> Vec<Vec<(u64, String)>> {
+    (0..PARTITIONS)
+        .map(|partition| {
+            labels.iter().enumerate().map(|(offset, label)| (offset as u64, format!("{label} {partition}"))).collect()
+        })
+        .collect()
+}
+
+/// Polls `node` after every tick until it serves `want`: a copy catching up after its
+/// restart may serve less (a prefix of each partition), never anything else.
+fn catches_up(cluster: &mut Cluster, node: u8, stream: u32, want: &[Vec<(u64, String)>], label: &str) {
+    for tick in 0..CATCH_UP_TICKS {
+        let served = cluster.served(node, stream);
+        if served == want {
+            return;
+        }
+        for (partition, (got, expected)) in served.iter().zip(want).enumerate() {
+            assert!(
+                expected.starts_with(got),
+                "{label}: node {node} partition {partition} at tick {tick} served {got:?}, not a prefix of {expected:?}"
+            );
+        }
+        cluster.pass(1);
+    }
+    panic!("{label}: node {node} still serves {:?} after {CATCH_UP_TICKS} ticks", cluster.served(node, stream));
+}
+
+/// Creates a topic on every node, sends to it, purges it, sends, deletes it and creates it
+/// again with the same ids, sends, then kills and restarts each node in turn.
+fn purge_recreate_and_restart(power_loss: bool) {
+    let mut cluster = Cluster::new();
+    let streams: Vec<u32> = (0..NODES)
+        .map(|node| create_stream(cluster.nodes[node as usize].client.as_mut().expect("up"), "again"))
+        .collect();
+    let stream = streams[0];
+    assert!(streams.iter().all(|&s| s == stream), "every node gave the stream one id: {streams:?}");
+    let mut create = numeric(stream);
+    create.extend_from_slice(&PARTITIONS.to_le_bytes());
+    create.extend_from_slice(&[1, b't']);
+    cluster.everywhere(operation::CREATE_TOPIC, &create);
+    let mut topic = numeric(stream);
+    topic.extend_from_slice(&numeric(0));
+    cluster.send_round(stream, "first");
+    cluster.send_round(stream, "second");
+    for node in 0..NODES {
+        assert_eq!(cluster.served(node, stream), expected(&["first", "second"]), "node {node} before the purge");
+    }
+
+    cluster.everywhere(operation::PURGE_TOPIC, &topic);
+    cluster.send_round(stream, "after the purge");
+    for node in 0..NODES {
+        assert_eq!(cluster.served(node, stream), expected(&["after the purge"]), "node {node} after the purge");
+    }
+
+    // Deleted and created again with the same ids: the new topic starts at offset 0.
+    cluster.everywhere(operation::DELETE_TOPIC, &topic);
+    cluster.everywhere(operation::CREATE_TOPIC, &create);
+    cluster.send_round(stream, "recreated");
+    let want = expected(&["recreated"]);
+    for node in 0..NODES {
+        assert_eq!(cluster.served(node, stream), want, "node {node} after the recreation");
+    }
+
+    // The group's last checkpoint is older than the purge's second half and the
+    // recreation, so each restarted node replays sends of the purged and the deleted
+    // incarnations from its journal: none may land in the new topic's copy.
+    for node in 0..NODES {
+        cluster.kill(node, power_loss);
+        cluster.start(node);
+        let label = format!("after node {node} restarted");
+        for other in 0..NODES {
+            catches_up(&mut cluster, other, stream, &want, &label);
+        }
+    }
+    cluster.send_round(stream, "after the restarts");
+    let want = expected(&["recreated", "after the restarts"]);
+    for node in 0..NODES {
+        catches_up(&mut cluster, node, stream, &want, "at the end");
+    }
+}
+
+#[test]
+fn a_killed_replica_replays_nothing_into_a_purged_or_recreated_partition() {
+    purge_recreate_and_restart(false);
+}
+
+#[test]
+fn a_replica_that_lost_power_replays_nothing_into_a_purged_or_recreated_partition() {
+    purge_recreate_and_restart(true);
+}
