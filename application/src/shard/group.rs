@@ -23,7 +23,7 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
-use super::group_transfer::{CHECK_TICKS, Gaps, Repairs};
+use super::group_transfer::{CHECK_TICKS, Gaps, PeerBatches, Repairs};
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
@@ -40,6 +40,8 @@ const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
 /// How long a committed send waits for its partition to open here (5 s): the topic's
 /// creation commits in the metadata log, which this node may apply a little later.
 const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
+/// How long a request handed to the primary waits for its answer before it goes again (1 s).
+const RESEND_TICKS: u64 = 1_000 / TICK_MS;
 /// How long the primary's answer to a forwarded op is held for this node's own commit of
 /// it (1 s), after which the client gets it anyway.
 const HOLD_TICKS: u64 = 1_000 / TICK_MS;
@@ -51,6 +53,9 @@ struct Waiter {
     body: Vec<u8>,
     /// The view the request was last handed to a primary in (none yet: no view was normal).
     sent_in: Option<u32>,
+    /// The tick it was last handed on: unanswered for `RESEND_TICKS`, it goes again (the
+    /// message, or the primary's answer, may have been lost with a connection).
+    sent_tick: u64,
     /// The base offset of a send, nothing for an offset store or delete.
     reply: oneshot::Sender<Result<Option<u64>, ErrorCode>>,
     /// The primary's answer to a forwarded op and the tick it came: the client gets it once
@@ -601,12 +606,15 @@ impl<E: Env> Shard<E> {
                 }
                 return;
             }
-            Message::RequestBatches { replica, partition, from_offset, to_offset } => {
-                return self.serve_batches(group, *replica, *partition, *from_offset, *to_offset).await;
+            Message::RequestBatches { replica, partition, incarnation, from_offset, to_offset } => {
+                let range = (*from_offset, *to_offset);
+                return self.serve_batches(group, *replica, (*partition, *incarnation), range).await;
             }
-            Message::Batches { replica, partition, from_offset, batches } => {
+            Message::Batches { replica, partition, incarnation, from_offset, batches } => {
                 let _pump = group.pump.lock().await;
-                self.receive_batches(group, *replica, *partition, *from_offset, batches).await;
+                let (peer, key, incarnation, from_offset) = (*replica, *partition, *incarnation, *from_offset);
+                let answer = PeerBatches { peer, key, incarnation, from_offset, bytes: batches };
+                self.receive_batches(group, answer).await;
                 return self.retry_blocked(group).await;
             }
             _ => {}
@@ -636,15 +644,16 @@ impl<E: Env> Shard<E> {
             Some((_, held_since)) => tick - held_since < HOLD_TICKS,
             None => tick - w.since_tick < COMMIT_TIMEOUT_TICKS,
         });
-        // A request handed to a primary that has since been replaced goes to the new one
-        // (same client id and number: the client table answers it once however often it
-        // arrives), so a failover costs a view change, not the commit timeout.
+        // A request handed to a primary that has since been replaced goes to the new one,
+        // and one unanswered for a second goes again (same client id and number: the client
+        // table answers it once however often it arrives), so a failover or a lost message
+        // costs a view change or a second, not the commit timeout.
         let view = group.replication.replica.borrow().view();
         let stale: Vec<u128> = group
             .waiters
             .borrow()
             .iter()
-            .filter(|(_, w)| w.sent_in != Some(view) && w.held.is_none())
+            .filter(|(_, w)| w.held.is_none() && (w.sent_in != Some(view) || tick - w.sent_tick >= RESEND_TICKS))
             .map(|(c, _)| *c)
             .collect();
         for client_id in stale {
@@ -661,6 +670,7 @@ impl<E: Env> Shard<E> {
         };
         let request = group.waiters.borrow_mut().get_mut(&client_id).filter(|_| normal).map(|waiter| {
             waiter.sent_in = Some(view);
+            waiter.sent_tick = group.ticks.get();
             (waiter.request_number, waiter.operation, waiter.body.clone())
         });
         let Some((request_number, operation, body)) = request else { return };
@@ -740,7 +750,16 @@ impl<E: Env> Shard<E> {
         group.next_request.set(request_number);
         let (reply, answer) = oneshot::channel();
         let since_tick = group.ticks.get();
-        let waiter = Waiter { request_number, since_tick, operation, body, sent_in: None, reply, held: None };
+        let waiter = Waiter {
+            request_number,
+            since_tick,
+            operation,
+            body,
+            sent_in: None,
+            sent_tick: since_tick,
+            reply,
+            held: None,
+        };
         group.waiters.borrow_mut().insert(client_id, waiter);
         // Not normal (a view change under way): the tick hands it on once a view runs.
         self.hand_to_primary(group, client_id).await;

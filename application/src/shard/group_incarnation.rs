@@ -43,6 +43,16 @@ impl<E: Env> Shard<E> {
             .map(drop)
     }
 
+    /// Whether this node's copy of a replicated partition is older than the incarnation the
+    /// partition is in: a purge or a recreation this node's metadata applied, or its group
+    /// committed, not made in the copy yet (it lags). Its messages and stored offsets are
+    /// gone from the partition already, so reads here serve none of them meanwhile.
+    pub(super) fn copy_behind(&self, namespace: Namespace, partition: &Partition<E::Storage>) -> bool {
+        let Some(group) = self.group() else { return false };
+        let known = group.replica().state_machine().state().incarnation(namespace.packed());
+        known.max(partition.wanted_incarnation.get()) > partition.incarnation.get()
+    }
+
     /// A purge of a replicated partition: a reset to the purge's incarnation, answered once
     /// it commits (every replica empties the partition when it applies it).
     pub(super) async fn replicate_reset(

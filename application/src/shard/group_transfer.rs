@@ -101,13 +101,19 @@ impl<E: Env> Shard<E> {
     /// primary first, then to each other peer in turn.
     fn ask_for_batches(&self, group: &PartitionGroup<E>, namespace: Namespace, from_offset: u64) {
         let me = group.replication.membership.replica_id;
+        let Ok(partition) = self.owned(namespace) else { return };
         let mut gaps = group.gaps.borrow_mut();
         let Some(gap) = gaps.get_mut(&namespace) else { return };
         let Some(peer) = peer_to_ask(group, gap.attempts) else { return };
         gap.attempts += 1;
         gap.asked_tick = group.ticks.get();
-        let message =
-            Message::RequestBatches { replica: me, partition: namespace.packed(), from_offset, to_offset: gap.target };
+        let message = Message::RequestBatches {
+            replica: me,
+            partition: namespace.packed(),
+            incarnation: partition.incarnation.get(),
+            from_offset,
+            to_offset: gap.target,
+        };
         group.network.send(peer, message);
     }
 
@@ -205,9 +211,20 @@ impl<E: Env> Shard<E> {
         }
     }
 
-    /// A peer asks for stored batches: the whole batches from `from_offset` up to
-    /// `to_offset` (at most a poll's byte budget), or none when this node has none there.
-    pub(super) async fn serve_batches(&self, group: &PartitionGroup<E>, to: u8, key: u64, from: u64, until: u64) {
+    /// A peer asks for stored batches of a partition in an incarnation: whole batches from
+    /// `from` on, up to a poll's byte budget, or none when this node has none there or its
+    /// copy is in another incarnation (one side has not applied a purge or a recreation
+    /// yet: the asker tries again, or another peer). The last batch is never cut at
+    /// `until`: the asker stores what it gets as it is, and a batch cut short there would
+    /// leave its log with other batch boundaries than the group's, and the rest of that
+    /// batch's messages fitting nowhere.
+    pub(super) async fn serve_batches(
+        &self,
+        group: &PartitionGroup<E>,
+        to: u8,
+        (key, incarnation): (u64, u64),
+        (from, until): (u64, u64),
+    ) {
         let membership = group.replication.membership;
         if to >= membership.replica_count || to == membership.replica_id {
             return;
@@ -216,8 +233,9 @@ impl<E: Env> Shard<E> {
         if let Target::Open(namespace, partition) = self.group_partition(key) {
             let plan = {
                 let log = partition.log.lock().await;
-                let count = until.saturating_sub(from).min(u64::from(u32::MAX)) as u32;
-                (!partition.closed.get() && from >= log.first_offset() && count > 0)
+                let count = if until > from { u32::MAX } else { 0 };
+                let same = partition.incarnation.get() == incarnation;
+                (same && !partition.closed.get() && from >= log.first_offset() && count > 0)
                     .then(|| log.plan_poll(from, count, self.shared.pool))
             };
             if let Some(plan) = plan {
@@ -229,18 +247,25 @@ impl<E: Env> Shard<E> {
                 }
             }
         }
-        let message = Message::Batches { replica: membership.replica_id, partition: key, from_offset: from, batches };
+        let message = Message::Batches {
+            replica: membership.replica_id,
+            partition: key,
+            incarnation,
+            from_offset: from,
+            batches,
+        };
         group.network.send(to, message);
     }
 
     /// Batches a peer sent for a gap: each is checked (checksums, and that it starts where
     /// the log ends) and written at its offset; the rest is asked for at once. Runs under the
     /// pump lock, so no committed send is written into the partition meanwhile.
-    pub(super) async fn fill_gap(&self, group: &PartitionGroup<E>, from: u8, key: u64, from_offset: u64, bytes: &[u8]) {
+    async fn fill_gap(&self, group: &PartitionGroup<E>, answer: &PeerBatches<'_>) {
+        let PeerBatches { peer: from, key, incarnation, from_offset, bytes } = *answer;
         let Target::Open(namespace, partition) = self.group_partition(key) else { return };
         let Some(target) = group.gaps.borrow().get(&namespace).map(|gap| gap.target) else { return };
         let mut log = partition.log.lock().await;
-        if partition.closed.get() || log.next_offset() != from_offset {
+        if partition.closed.get() || partition.incarnation.get() != incarnation || log.next_offset() != from_offset {
             return;
         }
         let mut at = 0;
@@ -300,9 +325,11 @@ impl<E: Env> Shard<E> {
         let Some(peer) = peer_to_ask(group, repair.attempts) else { return };
         repair.attempts += 1;
         repair.asked_tick = group.ticks.get();
+        let Ok(partition) = self.owned(key.0) else { return };
         let message = Message::RequestBatches {
             replica: group.replication.membership.replica_id,
             partition: key.0.packed(),
+            incarnation: partition.incarnation.get(),
             from_offset: repair.damaged.first_offset,
             to_offset: repair.damaged.last_offset + 1,
         };
@@ -324,21 +351,19 @@ impl<E: Env> Shard<E> {
     }
 
     /// Batches a peer sent: the copy of a damaged batch asked for at `from_offset`, or
-    /// batches for a gap.
-    pub(super) async fn receive_batches(
-        &self,
-        group: &PartitionGroup<E>,
-        from: u8,
-        key: u64,
-        from_offset: u64,
-        bytes: &[u8],
-    ) {
+    /// batches for a gap; ignored unless of the incarnation this node's copy is in (an
+    /// answer to a request made before a purge or a recreation holds the old one's).
+    pub(super) async fn receive_batches(&self, group: &PartitionGroup<E>, answer: PeerBatches<'_>) {
+        let PeerBatches { peer: from, key, incarnation, from_offset, bytes } = answer;
         let Some(namespace) = Namespace::from_packed(key) else { return };
         let Some(damaged) = group.repairs.borrow().get(&(namespace, from_offset)).map(|r| r.damaged.clone()) else {
-            return self.fill_gap(group, from, key, from_offset, bytes).await;
+            return self.fill_gap(group, &answer).await;
         };
         let Ok(partition) = self.owned(namespace) else { return };
         let mut log = partition.log.lock().await;
+        if partition.incarnation.get() != incarnation {
+            return;
+        }
         let copy = bytes.get(..damaged.length as usize).unwrap_or_default();
         // Not intact, or not written: the next peer is asked at the next chase.
         match log.repair_batch(&self.storage, &damaged, copy).await {
@@ -357,6 +382,17 @@ impl<E: Env> Shard<E> {
     pub(super) fn op_partition(body: &[u8]) -> Option<Namespace> {
         Namespace::from_packed(u64::from_le_bytes(body.get(..8)?.try_into().ok()?))
     }
+}
+
+/// A peer's `Batches` answer: its stored batches of a partition in an incarnation, from an
+/// offset on.
+#[derive(Clone, Copy)]
+pub(super) struct PeerBatches<'a> {
+    pub(super) peer: u8,
+    pub(super) key: u64,
+    pub(super) incarnation: u64,
+    pub(super) from_offset: u64,
+    pub(super) bytes: &'a [u8],
 }
 
 /// The peer to ask on attempt `attempts`: the primary first, then each other one in turn.

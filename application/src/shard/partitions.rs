@@ -256,7 +256,8 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::GetOffset { key } => {
                 let mut out = Vec::new();
-                if let Some(stored) = log.offsets.get(key) {
+                let behind = self.owned(namespace).is_ok_and(|partition| self.copy_behind(namespace, &partition));
+                if let Some(stored) = log.offsets.get(key).filter(|_| !behind) {
                     out.extend_from_slice(&partition_id.to_le_bytes());
                     out.extend_from_slice(&log.current_offset().to_le_bytes());
                     out.extend_from_slice(&stored.to_le_bytes());
@@ -331,8 +332,14 @@ impl<E: Env> Shard<E> {
                 PollingStrategy::Timestamp(timestamp) if count > 0 => log.offset_at_timestamp(timestamp),
                 strategy => polling::start_offset(strategy, count, cursor),
             };
-            let plan = start.map(|start| log.plan_poll(start, count, self.shared.pool));
-            (start, log.current_offset(), plan)
+            // A copy that lags a purge or a recreation serves what the partition holds now
+            // as far as it knows: nothing.
+            if self.copy_behind(namespace, &partition) {
+                (None, 0, None)
+            } else {
+                let plan = start.map(|start| log.plan_poll(start, count, self.shared.pool));
+                (start, log.current_offset(), plan)
+            }
         };
         let polled = match plan {
             Some(plan) => plan.read().await.map_err(io_failure("a poll read"))?,

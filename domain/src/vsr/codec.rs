@@ -120,11 +120,11 @@ fn put_message(w: &mut Writer, message: &Message) {
         Message::Reply { client_id, request_number, reply } => {
             w.u8(REPLY).u128(*client_id).u64(*request_number).blob(reply)
         }
-        Message::RequestBatches { replica, partition, from_offset, to_offset } => {
-            w.u8(REQUEST_BATCHES).u8(*replica).u64(*partition).u64(*from_offset).u64(*to_offset)
+        Message::RequestBatches { replica, partition, incarnation, from_offset, to_offset } => {
+            w.u8(REQUEST_BATCHES).u8(*replica).u64(*partition).u64(*incarnation).u64(*from_offset).u64(*to_offset)
         }
-        Message::Batches { replica, partition, from_offset, batches } => {
-            w.u8(BATCHES).u8(*replica).u64(*partition).u64(*from_offset).blob(batches)
+        Message::Batches { replica, partition, incarnation, from_offset, batches } => {
+            w.u8(BATCHES).u8(*replica).u64(*partition).u64(*incarnation).u64(*from_offset).blob(batches)
         }
     };
 }
@@ -199,12 +199,17 @@ fn read_message(r: &mut Reader<'_>) -> Result<Message, MessageError> {
         REQUEST_BATCHES => Message::RequestBatches {
             replica: r.u8()?,
             partition: r.u64()?,
+            incarnation: r.u64()?,
             from_offset: r.u64()?,
             to_offset: r.u64()?,
         },
-        BATCHES => {
-            Message::Batches { replica: r.u8()?, partition: r.u64()?, from_offset: r.u64()?, batches: r.blob()? }
-        }
+        BATCHES => Message::Batches {
+            replica: r.u8()?,
+            partition: r.u64()?,
+            incarnation: r.u64()?,
+            from_offset: r.u64()?,
+            batches: r.blob()?,
+        },
         _ => return Err(MessageError::UnknownKind),
     })
 }
@@ -417,9 +422,21 @@ mod tests {
             Message::Request { client_id: 7 << 64 | 3, request_number: 9, operation: 160, body: vec![5; 33] },
             Message::Request { client_id: 1, request_number: 1, operation: 161, body: Vec::new() },
             Message::Reply { client_id: 7 << 64 | 3, request_number: 9, reply: vec![0; 20] },
-            Message::RequestBatches { replica: 2, partition: 1 << 40 | 7, from_offset: 10, to_offset: 250 },
-            Message::Batches { replica: 0, partition: 1 << 40 | 7, from_offset: 10, batches: vec![3; 90] },
-            Message::Batches { replica: 1, partition: 9, from_offset: 0, batches: Vec::new() },
+            Message::RequestBatches {
+                replica: 2,
+                partition: 1 << 40 | 7,
+                incarnation: 5,
+                from_offset: 10,
+                to_offset: 250,
+            },
+            Message::Batches {
+                replica: 0,
+                partition: 1 << 40 | 7,
+                incarnation: 5,
+                from_offset: 10,
+                batches: vec![3; 90],
+            },
+            Message::Batches { replica: 1, partition: 9, incarnation: u64::MAX, from_offset: 0, batches: Vec::new() },
         ]
     }
 

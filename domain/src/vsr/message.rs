@@ -125,17 +125,22 @@ pub enum Message {
     /// of `partition` from `from_offset` up to `to_offset` (its log is behind the group's
     /// state after a `NewState`, or below a committed send). The replica ignores it: the
     /// shard that owns the partition answers with `Batches`.
+    /// `incarnation` is the one the asker's copy is in: batches of another (a purge or a
+    /// recreation either side has not applied yet) must not fill it.
     RequestBatches {
         replica: u8,
         partition: u64,
+        incarnation: u64,
         from_offset: u64,
         to_offset: u64,
     },
     /// Whole stored batches of `partition` from `from_offset` on, end to end, as the sender
-    /// stores them (none when it has none from there). The replica ignores it.
+    /// stores them in `incarnation` (none when it has none from there, or its copy is in
+    /// another incarnation). The replica ignores it.
     Batches {
         replica: u8,
         partition: u64,
+        incarnation: u64,
         from_offset: u64,
         batches: Vec<u8>,
     },

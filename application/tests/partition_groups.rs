@@ -12,6 +12,8 @@
 //! first restart without the check).
 
 mod common;
+#[path = "partition_groups/sim.rs"]
+mod sim;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -20,8 +22,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use common::messages;
 use common::shards::{Client, SimEnv, config, create_stream, numeric, poll_body, reply_of, send_body, start_on};
+use common::{Rng, messages};
 use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
 use rill_application::Shard;
 use rill_application::memory_pool::{MemoryPool, PoolBuf};
@@ -37,18 +39,34 @@ const STEPS: usize = 200_000;
 /// Ticks a restarted replica has to catch up (30 s: a view change and a gap fetch).
 const CATCH_UP_TICKS: u64 = 600;
 
-type Plane = Rc<RefCell<VecDeque<(u8, Message)>>>;
+/// Messages in flight on the replica plane: (from, to, message).
+type Plane = Rc<RefCell<VecDeque<(u8, u8, Message)>>>;
 
 /// One node's end of the replica plane: what it sends joins the queue.
 struct QueuedPlane {
+    node: u8,
     queue: Plane,
 }
 
 impl ReplicaNetwork for QueuedPlane {
     fn send(&self, to: u8, message: Message) {
-        self.queue.borrow_mut().push_back((to, message));
+        self.queue.borrow_mut().push_back((self.node, to, message));
     }
 }
+
+/// What the plane does to messages: percent chances of dropping and of duplicating one,
+/// delivery in a random order, and a node cut off from the others.
+#[derive(Default)]
+struct Faults {
+    rng: Option<Rng>,
+    drop_percent: u64,
+    duplicate_percent: u64,
+    isolated: Option<u8>,
+}
+
+/// A future run beside the requests, and the node it belongs to (dropped if that node is
+/// killed).
+type Task = (u8, Pin<Box<dyn Future<Output = ()>>>);
 
 struct Node {
     storage: SimStorage,
@@ -59,7 +77,13 @@ struct Node {
 struct Cluster {
     nodes: Vec<Node>,
     plane: Plane,
+    faults: RefCell<Faults>,
+    /// Deliveries, ticks and the simulation's requests, each polled until it ends.
+    running: RefCell<Vec<Task>>,
     clock: ManualClock,
+    /// While set, ticks leave the clock where it is: metadata requests made on every node
+    /// then get one timestamp, as one commit of a metadata cluster would.
+    frozen: std::cell::Cell<bool>,
     pool: &'static MemoryPool,
     starts: u64,
 }
@@ -68,8 +92,17 @@ impl Cluster {
     fn new() -> Self {
         let nodes = (0..NODES).map(|_| Node { storage: SimStorage::new(), shard: None, client: None }).collect();
         let clock = ManualClock::new(1_700_000_000_000_000);
-        let pool = MemoryPool::new(512 << 20, 64).expect("pool").leak();
-        let mut cluster = Self { nodes, plane: Plane::default(), clock, pool, starts: 0 };
+        let pool = common::pool();
+        let mut cluster = Self {
+            nodes,
+            plane: Plane::default(),
+            faults: RefCell::default(),
+            running: RefCell::default(),
+            clock,
+            frozen: Default::default(),
+            pool,
+            starts: 0,
+        };
         for node in 0..NODES {
             cluster.start(node);
         }
@@ -83,7 +116,7 @@ impl Cluster {
         let (shards, _) = start_on(storage, config(), &self.clock, 1, self.pool, Jitter::default()).expect("start");
         let shard = shards.into_iter().next().expect("one shard");
         let membership = Membership { replica_id: node, replica_count: NODES };
-        let plane = Box::new(QueuedPlane { queue: self.plane.clone() });
+        let plane = Box::new(QueuedPlane { node, queue: self.plane.clone() });
         self.starts += 1;
         let seed = self.starts;
         let opening = shard.clone();
@@ -98,6 +131,7 @@ impl Cluster {
         let stopped = &mut self.nodes[node as usize];
         stopped.client = None;
         stopped.shard = None;
+        self.running.borrow_mut().retain(|(owner, _)| *owner != node);
         if power_loss {
             stopped.storage.crash(0);
         }
@@ -109,7 +143,6 @@ impl Cluster {
     fn drive<T>(&self, future: impl Future<Output = T>) -> T {
         let mut future = std::pin::pin!(future);
         let mut context = Context::from_waker(Waker::noop());
-        let mut running: Vec<Pin<Box<dyn Future<Output = ()>>>> = Vec::new();
         let mut result = None;
         for _ in 0..STEPS {
             if result.is_none()
@@ -117,52 +150,88 @@ impl Cluster {
             {
                 result = Some(value);
             }
-            let before = running.len();
-            running.retain_mut(|task| task.as_mut().poll(&mut context).is_pending());
-            let delivered = self.deliver(&mut running);
-            if running.is_empty()
-                && self.plane.borrow().is_empty()
+            let moved = self.step();
+            if self.quiet()
                 && let Some(value) = result.take()
             {
                 return value;
             }
-            if delivered == 0 && running.len() == before {
-                self.tick(&mut running);
+            if !moved {
+                self.tick();
             }
         }
         panic!("a request and its replication did not finish in {STEPS} steps");
     }
 
+    /// Nothing runs and nothing is on the plane.
+    fn quiet(&self) -> bool {
+        self.running.borrow().is_empty() && self.plane.borrow().is_empty()
+    }
+
+    /// Polls every running task once and starts delivering what is on the plane; whether
+    /// anything ended or was delivered.
+    fn step(&self) -> bool {
+        let mut context = Context::from_waker(Waker::noop());
+        let mut tasks = std::mem::take(&mut *self.running.borrow_mut());
+        let before = tasks.len();
+        tasks.retain_mut(|(_, task)| task.as_mut().poll(&mut context).is_pending());
+        let ended = tasks.len() < before;
+        // Tasks started meanwhile (a delivery's, a request's) were added to the empty list.
+        tasks.append(&mut self.running.borrow_mut());
+        *self.running.borrow_mut() = tasks;
+        self.deliver() > 0 || ended
+    }
+
     /// Lets `ticks` ticks pass (the replicas retry, resend and repair on ticks).
     fn pass(&self, ticks: u64) {
         for _ in 0..ticks {
-            self.drive(async {
-                let mut running = Vec::new();
-                self.tick(&mut running);
-                for task in running {
-                    task.await;
-                }
-            });
+            self.tick();
+            self.drive(async {});
         }
     }
 
-    /// Starts delivering every queued message to its node (dropped when that node is down).
-    fn deliver(&self, running: &mut Vec<Pin<Box<dyn Future<Output = ()>>>>) -> usize {
-        let queued: Vec<(u8, Message)> = self.plane.borrow_mut().drain(..).collect();
+    /// Starts delivering every queued message to its node, through the plane's faults
+    /// (and never to a node that is down).
+    fn deliver(&self) -> usize {
+        let mut queued: Vec<(u8, u8, Message)> = self.plane.borrow_mut().drain(..).collect();
         let count = queued.len();
-        for (to, message) in queued {
-            if let Some(shard) = self.nodes[to as usize].shard.clone() {
-                running.push(Box::pin(async move { shard.on_group_message(message).await }));
+        let mut faults = self.faults.borrow_mut();
+        let (drop_percent, duplicate_percent, isolated) =
+            (faults.drop_percent, faults.duplicate_percent, faults.isolated);
+        if let Some(rng) = faults.rng.as_mut() {
+            for index in (1..queued.len()).rev() {
+                queued.swap(index, rng.below(index as u64 + 1) as usize);
             }
+        }
+        for (from, to, message) in queued {
+            if isolated.is_some_and(|cut| cut == from || cut == to) {
+                continue;
+            }
+            let Some(shard) = self.nodes[to as usize].shard.clone() else { continue };
+            let (dropped, twice) = match faults.rng.as_mut() {
+                Some(rng) => (rng.chance(drop_percent), rng.chance(duplicate_percent)),
+                None => (false, false),
+            };
+            if dropped {
+                continue;
+            }
+            if twice {
+                let (again, copy) = (shard.clone(), message.clone());
+                self.running.borrow_mut().push((to, Box::pin(async move { again.on_group_message(copy).await })));
+            }
+            self.running.borrow_mut().push((to, Box::pin(async move { shard.on_group_message(message).await })));
         }
         count
     }
 
-    fn tick(&self, running: &mut Vec<Pin<Box<dyn Future<Output = ()>>>>) {
-        self.clock.advance_us(TICK_MS * 1000);
-        for node in &self.nodes {
-            if let Some(shard) = node.shard.clone() {
-                running.push(Box::pin(async move { shard.group_tick().await }));
+    /// One tick: the clock moves (unless frozen) and every replica that is up ticks.
+    fn tick(&self) {
+        if !self.frozen.get() {
+            self.clock.advance_us(TICK_MS * 1000);
+        }
+        for (node, up) in self.nodes.iter().enumerate() {
+            if let Some(shard) = up.shard.clone() {
+                self.running.borrow_mut().push((node as u8, Box::pin(async move { shard.group_tick().await })));
             }
         }
     }
@@ -178,11 +247,14 @@ impl Cluster {
         reply_of(outcome)
     }
 
-    /// The same metadata request on every node, as a metadata cluster commits it on each.
+    /// The same metadata request on every node at one clock reading, as a metadata
+    /// cluster commits it on each.
     fn everywhere(&mut self, op: u8, body: &[u8]) {
+        self.frozen.set(true);
         for node in 0..NODES {
             self.call(node, op, 0, body).unwrap_or_else(|status| panic!("node {node}: op {op} answered {status}"));
         }
+        self.frozen.set(false);
     }
 
     /// Sends one message per partition through node 0, each named `<label> <partition>`.
@@ -199,7 +271,7 @@ impl Cluster {
     fn served(&mut self, node: u8, stream: u32) -> Vec<Vec<(u64, String)>> {
         (0..PARTITIONS)
             .map(|partition| {
-                let body = poll_body(stream, partition, 0, 100);
+                let body = poll_body(stream, partition, 0, 1000);
                 let reply = self.call(node, operation::NON_REPLICATED, code::POLL_MESSAGES, &body).expect("poll");
                 messages(&reply[16..])
             })

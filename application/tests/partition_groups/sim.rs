@@ -1,0 +1,342 @@
+//! Seeded runs of a three-node partition group: sends and polls from clients on every node,
+//! purges and recreations of the topic, nodes killed (or powered off) and started again,
+//! a node cut off from the plane, and a plane that drops, duplicates and reorders
+//! messages. Checked as it runs (a poll serves offsets from 0 without a gap, only messages
+//! sent to that partition, and none a purge or recreation finished before the poll removed)
+//! and at the end, once every node is up and the plane whole (every node serves the same,
+//! every acknowledged send after the last reset is there once, every one acknowledged
+//! before it is gone). `PARTITION_GROUP_SEEDS` (default 20) and `PARTITION_GROUP_SEED`.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use super::*;
+
+const SIM_STEPS: u64 = 400;
+const CLIENTS_PER_NODE: usize = 2;
+/// Ticks the end waits for every node to serve the same.
+const CONVERGE_TICKS: u64 = 3_000;
+
+/// A send the run made: its partition and the steps it was submitted and acknowledged at.
+struct SendRecord {
+    partition: u32,
+    submitted: u64,
+    acked: Option<u64>,
+}
+
+enum Done {
+    Send { node: u8, client: Client, payloads: Vec<String>, result: Result<Vec<u8>, u32> },
+    Poll { node: u8, client: Client, partition: u32, submitted: u64, result: Result<Vec<u8>, u32> },
+}
+
+struct Sim {
+    seed: u64,
+    rng: Rng,
+    cluster: Cluster,
+    stream: u32,
+    step: u64,
+    idle: Vec<Vec<Client>>,
+    done: Rc<RefCell<Vec<Done>>>,
+    sends: BTreeMap<String, SendRecord>,
+    next_send: u64,
+    /// The steps purges and recreations ran at (each runs whole within its step).
+    resets: Vec<u64>,
+    down: Option<(u8, u64)>,
+    isolated: Option<(u8, u64)>,
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        if std::env::var_os("PARTITION_GROUP_LOG").is_some() {
+            let _ = tracing_subscriber::fmt().with_test_writer().with_ansi(false).try_init();
+        }
+        let mut rng = Rng::seeded(seed);
+        let cluster = Cluster::new();
+        *cluster.faults.borrow_mut() = Faults {
+            rng: Some(Rng::seeded(seed ^ 0x5eed)),
+            drop_percent: rng.below(4),
+            duplicate_percent: rng.below(3),
+            isolated: None,
+        };
+        let mut sim = Self {
+            seed,
+            rng,
+            cluster,
+            stream: 0,
+            step: 0,
+            idle: (0..NODES).map(|_| Vec::new()).collect(),
+            done: Rc::default(),
+            sends: BTreeMap::new(),
+            next_send: 0,
+            resets: Vec::new(),
+            down: None,
+            isolated: None,
+        };
+        let streams: Vec<u32> = (0..NODES)
+            .map(|node| create_stream(sim.cluster.nodes[node as usize].client.as_mut().expect("up"), "sim"))
+            .collect();
+        sim.stream = streams[0];
+        sim.cluster.everywhere(operation::CREATE_TOPIC, &sim.topic_body());
+        for node in 0..NODES {
+            sim.log_clients_in(node);
+        }
+        sim
+    }
+
+    fn fail(&self, what: String) -> ! {
+        panic!("seed {}, step {}: {what} (replay: PARTITION_GROUP_SEED={})", self.seed, self.step, self.seed);
+    }
+
+    fn trace(&self, line: impl FnOnce() -> String) {
+        if std::env::var_os("PARTITION_GROUP_TRACE").is_some() {
+            println!("[{}] {}", self.step, line());
+        }
+    }
+
+    fn topic_body(&self) -> Vec<u8> {
+        let mut body = numeric(self.stream);
+        body.extend_from_slice(&PARTITIONS.to_le_bytes());
+        body.extend_from_slice(&[1, b't']);
+        body
+    }
+
+    fn topic_ref(&self) -> Vec<u8> {
+        let mut body = numeric(self.stream);
+        body.extend_from_slice(&numeric(0));
+        body
+    }
+
+    fn log_clients_in(&mut self, node: u8) {
+        let shard = self.cluster.nodes[node as usize].shard.clone().expect("up");
+        self.idle[node as usize] = (0..CLIENTS_PER_NODE).map(|_| Client::login(&shard)).collect();
+    }
+
+    fn run(&mut self) {
+        while self.step < SIM_STEPS {
+            self.step += 1;
+            self.act();
+            let moved = self.cluster.step();
+            if !moved || self.rng.chance(10) {
+                self.cluster.tick();
+            }
+            self.collect();
+        }
+        self.finish();
+    }
+
+    fn act(&mut self) {
+        let choice = self.rng.below(1000);
+        match choice {
+            0..=449 => self.submit_send(),
+            450..=649 => self.submit_poll(),
+            650..=669 if self.down.is_none() && self.isolated.is_none() => self.kill(),
+            670..=709 if self.down.is_some_and(|(_, since)| self.step - since >= 20) => self.restart(),
+            710..=724 if self.down.is_none() && self.isolated.is_none() => self.isolate(),
+            725..=764 if self.isolated.is_some_and(|(_, since)| self.step - since >= 20) => self.heal(),
+            // Each node applies a metadata change itself here, so all must reach the group
+            // (a node cut off from a real cluster applies it once it is back).
+            765..=774 if self.down.is_none() && self.isolated.is_none() => self.reset(false),
+            775..=779 if self.down.is_none() && self.isolated.is_none() => self.reset(true),
+            _ => {}
+        }
+    }
+
+    fn up_node_with_client(&mut self) -> Option<u8> {
+        let nodes: Vec<u8> = (0..NODES).filter(|&n| !self.idle[n as usize].is_empty()).collect();
+        (!nodes.is_empty()).then(|| nodes[self.rng.below(nodes.len() as u64) as usize])
+    }
+
+    fn submit_send(&mut self) {
+        let Some(node) = self.up_node_with_client() else { return };
+        let mut client = self.idle[node as usize].pop().expect("an idle client");
+        let partition = self.rng.below(u64::from(PARTITIONS)) as u32;
+        let count = 1 + self.rng.below(3);
+        let send = self.next_send;
+        self.next_send += 1;
+        let payloads: Vec<String> = (0..count).map(|i| format!("{}:{send}:{partition}:{i}", self.seed)).collect();
+        for payload in &payloads {
+            self.sends.insert(payload.clone(), SendRecord { partition, submitted: self.step, acked: None });
+        }
+        let bytes: Vec<&[u8]> = payloads.iter().map(|p| p.as_bytes()).collect();
+        let frame = client.frame(operation::SEND_MESSAGES, 0, &send_body(self.stream, partition, &bytes).0);
+        let done = self.done.clone();
+        self.cluster.running.borrow_mut().push((
+            node,
+            Box::pin(async move {
+                let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
+                done.borrow_mut().push(Done::Send { node, client, payloads, result: reply_of(outcome) });
+            }),
+        ));
+    }
+
+    fn submit_poll(&mut self) {
+        let Some(node) = self.up_node_with_client() else { return };
+        let mut client = self.idle[node as usize].pop().expect("an idle client");
+        let partition = self.rng.below(u64::from(PARTITIONS)) as u32;
+        let body = poll_body(self.stream, partition, 0, 1000);
+        let frame = client.frame(operation::NON_REPLICATED, code::POLL_MESSAGES, &body);
+        let (done, submitted) = (self.done.clone(), self.step);
+        self.cluster.running.borrow_mut().push((
+            node,
+            Box::pin(async move {
+                let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
+                done.borrow_mut().push(Done::Poll { node, client, partition, submitted, result: reply_of(outcome) });
+            }),
+        ));
+    }
+
+    fn kill(&mut self) {
+        let node = self.rng.below(u64::from(NODES)) as u8;
+        let power_loss = self.rng.chance(50);
+        self.trace(|| format!("kill node {node}, power loss {power_loss}"));
+        self.cluster.kill(node, power_loss);
+        // Requests in flight on it are lost with it: their sends may or may not be stored.
+        self.idle[node as usize].clear();
+        self.done.borrow_mut().retain(|done| match done {
+            Done::Send { node: n, .. } | Done::Poll { node: n, .. } => *n != node,
+        });
+        self.down = Some((node, self.step));
+    }
+
+    fn restart(&mut self) {
+        let Some((node, _)) = self.down.take() else { return };
+        self.trace(|| format!("restart node {node}"));
+        self.cluster.start(node);
+        self.log_clients_in(node);
+    }
+
+    fn isolate(&mut self) {
+        let node = self.rng.below(u64::from(NODES)) as u8;
+        self.trace(|| format!("isolate node {node}"));
+        self.cluster.faults.borrow_mut().isolated = Some(node);
+        self.isolated = Some((node, self.step));
+    }
+
+    fn heal(&mut self) {
+        self.trace(|| "heal".into());
+        self.cluster.faults.borrow_mut().isolated = None;
+        self.isolated = None;
+    }
+
+    /// A purge, or a deletion and a creation with the same ids, on every node within this
+    /// step (the requests in flight go on meanwhile).
+    fn reset(&mut self, recreate: bool) {
+        let topic = self.topic_ref();
+        self.trace(|| {
+            let roles: Vec<_> =
+                self.cluster.nodes.iter().map(|n| n.shard.as_ref().and_then(|s| s.group_role())).collect();
+            format!("reset, recreate {recreate}; roles {roles:?}")
+        });
+        match recreate {
+            false => self.cluster.everywhere(operation::PURGE_TOPIC, &topic),
+            true => {
+                self.cluster.everywhere(operation::DELETE_TOPIC, &topic);
+                self.cluster.everywhere(operation::CREATE_TOPIC, &self.topic_body());
+            }
+        }
+        self.resets.push(self.step);
+    }
+
+    fn collect(&mut self) {
+        let finished: Vec<Done> = self.done.borrow_mut().drain(..).collect();
+        for done in finished {
+            match done {
+                Done::Send { node, client, payloads, result } => {
+                    self.trace(|| format!("send {payloads:?} on node {node}: {:?}", result.as_ref().map(drop)));
+                    if result.is_ok() {
+                        for payload in &payloads {
+                            self.sends.get_mut(payload).expect("recorded").acked = Some(self.step);
+                        }
+                    }
+                    self.idle[node as usize].push(client);
+                }
+                Done::Poll { node, client, partition, submitted, result } => {
+                    if let Ok(body) = result {
+                        let served = messages(&body[16..]);
+                        self.check_served(node, partition, submitted, &served);
+                    }
+                    self.idle[node as usize].push(client);
+                }
+            }
+        }
+    }
+
+    /// A poll from offset 0 submitted at `submitted`: offsets from 0 without a gap, only
+    /// messages sent to this partition, none removed by a reset that ended before it.
+    fn check_served(&self, node: u8, partition: u32, submitted: u64, served: &[(u64, String)]) {
+        let last_reset = self.resets.iter().copied().filter(|&r| r < submitted).max();
+        for (index, (offset, payload)) in served.iter().enumerate() {
+            if *offset != index as u64 {
+                self.fail(format!("node {node} partition {partition}: offset {offset} at position {index}"));
+            }
+            let Some(send) = self.sends.get(payload) else {
+                self.fail(format!("node {node} partition {partition}: {payload} was never sent"));
+            };
+            if send.partition != partition {
+                self.fail(format!("node {node} partition {partition}: {payload} was sent to {}", send.partition));
+            }
+            if let (Some(reset), Some(acked)) = (last_reset, send.acked)
+                && acked < reset
+            {
+                self.fail(format!(
+                    "node {node} partition {partition}: {payload} (acknowledged at {acked}) served after the reset at {reset}"
+                ));
+            }
+        }
+    }
+
+    /// Every node up, the plane whole, every request ended; then every node must serve the
+    /// same, and that must be what was acknowledged since the last reset.
+    fn finish(&mut self) {
+        self.heal();
+        self.cluster.faults.borrow_mut().drop_percent = 0;
+        self.cluster.faults.borrow_mut().duplicate_percent = 0;
+        self.restart();
+        self.step += 1;
+        self.cluster.drive(async {});
+        self.collect();
+        let mut agreed = None;
+        for _ in 0..CONVERGE_TICKS {
+            let views: Vec<Vec<Vec<(u64, String)>>> = (0..NODES).map(|n| self.cluster.served(n, self.stream)).collect();
+            if views.iter().all(|view| *view == views[0]) {
+                agreed = Some(views[0].clone());
+                break;
+            }
+            self.cluster.pass(1);
+        }
+        let Some(agreed) = agreed else {
+            let views: Vec<_> = (0..NODES).map(|n| self.cluster.served(n, self.stream)).collect();
+            self.fail(format!("the nodes never agree: {views:?}"));
+        };
+        let last_reset = self.resets.last().copied().unwrap_or(0);
+        for (partition, served) in agreed.iter().enumerate() {
+            self.check_served(0, partition as u32, self.step, served);
+            let held: BTreeSet<&String> = served.iter().map(|(_, payload)| payload).collect();
+            if held.len() != served.len() {
+                self.fail(format!("partition {partition} holds a message twice: {served:?}"));
+            }
+            for (payload, send) in &self.sends {
+                let after_reset = send.submitted > last_reset;
+                if send.partition == partition as u32 && after_reset && send.acked.is_some() && !held.contains(payload)
+                {
+                    self.fail(format!("partition {partition} lost {payload}, acknowledged at {:?}", send.acked));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
+    let seeds: Vec<u64> = match std::env::var("PARTITION_GROUP_SEED") {
+        Ok(seed) => vec![seed.parse().expect("a seed")],
+        Err(_) => {
+            let count = std::env::var("PARTITION_GROUP_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+            (0..count).collect()
+        }
+    };
+    for seed in seeds {
+        Sim::new(seed).run();
+    }
+}
