@@ -31,6 +31,10 @@ const CREATED_AT_MARKER: &str = "created_at";
 /// when that is newer than its creation: a purge or reset committed again after a restart
 /// (a clustered node's metadata recovery, a group's journal) must not empty it again.
 const RESET_MARKER: &str = "reset_incarnation";
+/// The file naming the newest purge this node's metadata applied to a replicated partition:
+/// until its group's reset empties this copy, the copy lags and must serve nothing, a
+/// restart in between included.
+const PURGED_MARKER: &str = "purged_at";
 
 /// Whether a partition directory at or under `dir` (a stream's, a topic's or a partition's
 /// directory) was created after `timestamp`. A clustered node's metadata recovery commits
@@ -139,13 +143,14 @@ impl<E: Env> Shard<E> {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }
         let reset = read_marker(&self.storage, &dir.join(RESET_MARKER)).await.unwrap_or(0);
+        let purged = read_marker(&self.storage, &dir.join(PURGED_MARKER)).await.unwrap_or(0);
         let stats = Arc::new(PartitionStats::new(self.shard_id));
         let partition = Rc::new(Partition {
             log: async_lock::Mutex::new(log),
             stats: stats.clone(),
             closed: Default::default(),
             incarnation: std::cell::Cell::new(created_at.max(reset)),
-            wanted_incarnation: std::cell::Cell::new(created_at),
+            wanted_incarnation: std::cell::Cell::new(created_at.max(purged)),
         });
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);
@@ -204,7 +209,14 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::Purge { incarnation } if let Some(group) = self.group() => {
                 let partition = self.owned(namespace)?;
-                partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
+                if incarnation > partition.wanted_incarnation.get() {
+                    let dir = self.partition_dir(namespace);
+                    let marker = dir.join(PURGED_MARKER);
+                    write_marker(&self.storage, &dir, &marker, incarnation)
+                        .await
+                        .map_err(io_failure("recording a purge"))?;
+                    partition.wanted_incarnation.set(incarnation);
+                }
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);
             }
             op => op,
