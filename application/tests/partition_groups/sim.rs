@@ -1,5 +1,6 @@
 //! Seeded runs of a three-node partition group: sends and polls from clients on every node,
 //! purges and recreations of the topic, nodes killed (or powered off) and started again,
+//! the whole cluster powered off at once,
 //! a node cut off from the plane, and a plane that drops, duplicates and reorders
 //! messages. Checked as it runs (a poll serves offsets from 0 without a gap, only messages
 //! sent to that partition, and none a purge or recreation finished before the poll removed)
@@ -138,6 +139,7 @@ impl Sim {
             // (a node cut off from a real cluster applies it once it is back).
             765..=774 if self.down.is_none() && self.isolated.is_none() => self.reset(false),
             775..=779 if self.down.is_none() && self.isolated.is_none() => self.reset(true),
+            780..=782 if self.down.is_none() => self.power_cut(),
             _ => {}
         }
     }
@@ -197,6 +199,21 @@ impl Sim {
             Done::Send { node: n, .. } | Done::Poll { node: n, .. } => *n != node,
         });
         self.down = Some((node, self.step));
+    }
+
+    /// Every node loses power at once and starts again: whatever each had not fsynced is
+    /// gone, and the group must still hold every send it acknowledged.
+    fn power_cut(&mut self) {
+        self.trace(|| "power cut".into());
+        for node in 0..NODES {
+            self.cluster.kill(node, true);
+            self.idle[node as usize].clear();
+        }
+        self.done.borrow_mut().clear();
+        for node in 0..NODES {
+            self.cluster.start(node);
+            self.log_clients_in(node);
+        }
     }
 
     fn restart(&mut self) {
