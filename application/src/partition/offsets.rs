@@ -117,6 +117,20 @@ impl<F: StorageFile> ConsumerOffsets<F> {
         Ok(())
     }
 
+    /// Makes every store and deletion so far durable: each file written since its last
+    /// fsync, and the directories naming the files created or removed. A partition group's
+    /// checkpoint needs it: below the checkpoint these files are the only copy.
+    pub async fn sync_durably<S: Storage<File = F>>(&mut self, storage: &S) -> io::Result<()> {
+        self.sync().await?;
+        for kind in ["consumers", "groups"] {
+            let dir = self.dir.join(kind);
+            if storage.exists(&dir).await {
+                storage.sync_dir(&dir).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes a stored offset; `false` when there was none.
     pub async fn delete<S: Storage<File = F>>(&mut self, storage: &S, key: ConsumerKey) -> io::Result<bool> {
         if self.stored.remove(&key).is_none() {

@@ -374,6 +374,10 @@ impl<E: Env> Shard<E> {
         // A checkpoint replaced the state: the offset files follow it now, the logs as soon
         // as their gaps are filled.
         if group.replica().state_machine_mut().take_restored() {
+            // Commits still waiting to be made here that the installed state covers are in
+            // it already: made now, an offset store among them would go back in time.
+            let covered = group.replica().checkpoint().map_or(0, |checkpoint| checkpoint.op);
+            group.blocked.borrow_mut().retain(|blocked| blocked.entry.op > covered);
             self.adopt_incarnations(group).await;
             self.adopt_group_offsets(group).await;
             if group.blocked.borrow().is_empty() {
@@ -393,7 +397,11 @@ impl<E: Env> Shard<E> {
         for namespace in dirty {
             let Ok(partition) = self.owned(namespace) else { continue };
             let mut log = partition.log.lock().await;
-            if let Err(error) = log.flush(&self.storage, true).await {
+            let flushed = match log.flush(&self.storage, true).await {
+                Ok(()) => log.offsets.sync_durably(&self.storage).await,
+                failed => failed,
+            };
+            if let Err(error) = flushed {
                 tracing::warn!(%error, partition = %namespace_label(namespace), "a group checkpoint waits: the partition cannot be flushed");
                 partition.refresh(&log);
                 return Ok(());
@@ -436,7 +444,7 @@ impl<E: Env> Shard<E> {
             Applying::Send(key, base_offset, incarnation) => {
                 self.apply_send(group, entry, (key, base_offset), incarnation).await
             }
-            Applying::Offset(incarnation) => self.apply_offset(entry, incarnation).await,
+            Applying::Offset(incarnation) => self.apply_offset(group, entry, incarnation).await,
             Applying::Reset => self.apply_reset(group, entry).await,
             Applying::DeleteSegments(incarnation) => self.apply_delete_segments(entry, incarnation).await,
             Applying::Nothing => true,
@@ -467,7 +475,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// Stores or deletes a committed consumer offset.
-    async fn apply_offset(&self, entry: &Entry, incarnation: u64) -> bool {
+    async fn apply_offset(&self, group: &PartitionGroup<E>, entry: &Entry, incarnation: u64) -> bool {
         let Some((key, (kind, id), offset)) = partition_group::parse_offset_body(&entry.body) else { return true };
         let (namespace, partition) = match self.commit_target(key) {
             Ok(found) => found,
@@ -489,6 +497,8 @@ impl<E: Env> Shard<E> {
             tracing::error!(%error, partition = %namespace_label(namespace), "a committed consumer offset cannot be stored on this node");
         }
         partition.publish_offsets(&log);
+        // The next checkpoint makes it durable before the journal entry goes.
+        group.dirty.borrow_mut().insert(namespace);
         true
     }
 

@@ -96,7 +96,7 @@ impl<E: Env> Shard<E> {
 
     /// Empties this node's copy of a partition into `incarnation`, unless it is in that one
     /// or a newer one already.
-    async fn start_again(
+    pub(super) async fn start_again(
         &self,
         group: &PartitionGroup<E>,
         namespace: Namespace,

@@ -125,6 +125,14 @@ impl<E: Env> Shard<E> {
                 group.gaps.borrow_mut().remove(&namespace);
                 continue;
             };
+            // The group has started the partition again since this copy's incarnation (the
+            // reset waits behind this gap, and no peer serves the old incarnation's batches):
+            // the copy goes into the new one, and the gap with it.
+            let known = group.replica().state_machine().state().incarnation(namespace.packed());
+            if known > partition.incarnation.get() {
+                self.start_again(group, namespace, &partition, known).await;
+                continue;
+            }
             if attempts == GAP_ATTEMPTS {
                 tracing::error!(partition = %namespace_label(namespace), attempts, "no peer sent the batches this node lacks; committed sends to the partition are skipped here until one does");
             }
@@ -183,16 +191,19 @@ impl<E: Env> Shard<E> {
     }
 
     /// Makes every offset file of the group's partitions what a state a checkpoint just
-    /// installed says (stores the state has, deletes of those it lacks).
+    /// installed says (stores the state has, deletes of those it lacks), except in a copy of
+    /// a newer incarnation than the state's: the state's offsets are the old one's.
     pub(super) async fn adopt_group_offsets(&self, group: &PartitionGroup<E>) {
         for (namespace, partition) in self.owned_partitions() {
-            let wanted: Vec<(crate::partition::ConsumerKey, u64)> = {
+            let (wanted, incarnation): (Vec<(crate::partition::ConsumerKey, u64)>, u64) = {
                 let replica = group.replication.replica.borrow();
                 let state = replica.state_machine().state();
-                state.consumer_offsets(namespace.packed()).map(|(key, offset)| (consumer_key_of(key), offset)).collect()
+                let offsets = state.consumer_offsets(namespace.packed());
+                let wanted = offsets.map(|(key, offset)| (consumer_key_of(key), offset)).collect();
+                (wanted, state.incarnation(namespace.packed()))
             };
             let mut log = partition.log.lock().await;
-            if partition.closed.get() {
+            if partition.closed.get() || partition.incarnation.get() > incarnation {
                 continue;
             }
             let local = log.offsets.all();

@@ -1,16 +1,20 @@
 //! Seeded runs of a three-node partition group: sends and polls from clients on every node,
 //! purges and recreations of the topic, nodes killed (or powered off) and started again,
 //! the whole cluster powered off at once,
-//! a node cut off from the plane, and a plane that drops, duplicates and reorders
-//! messages. Checked as it runs (a poll serves offsets from 0 without a gap, only messages
+//! a node cut off from the plane, a plane that drops, duplicates and reorders messages, and
+//! consumer offsets stored through any node. Checked as it runs (a poll serves offsets from 0 without a gap, only messages
 //! sent to that partition, and none a purge or recreation finished before the poll removed)
-//! and at the end, once every node is up and the plane whole (every node serves the same,
-//! every acknowledged send after the last reset is there once, every one acknowledged
-//! before it is gone). `PARTITION_GROUP_SEEDS` (default 20) and `PARTITION_GROUP_SEED`.
+//! and at the end, once every node is up and the plane whole (every node serves the same
+//! messages and stored offsets, every acknowledged send after the last reset is there once,
+//! every one acknowledged before it is gone, the stored offset is the last one acknowledged
+//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) and `PARTITION_GROUP_SEED`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+
+use rill_domain::identifier::Identifier;
+use rill_domain::wire::command::{Command, Consumer, TopicRef};
 
 use super::*;
 
@@ -29,6 +33,20 @@ struct SendRecord {
 enum Done {
     Send { node: u8, client: Client, payloads: Vec<String>, result: Result<Vec<u8>, u32> },
     Poll { node: u8, client: Client, partition: u32, submitted: u64, result: Result<Vec<u8>, u32> },
+    Store { node: u8, client: Client, partition: u32, offset: u64, result: Result<Vec<u8>, u32> },
+}
+
+/// What a partition's stored consumer offset must be: a store at most in flight at a time,
+/// and whether anything since the last reset leaves it unknown (a store that failed or was
+/// lost with its node, or one in flight across a reset).
+#[derive(Default, Clone, Copy)]
+struct StoredOffset {
+    /// The node a store in flight went through.
+    in_flight: Option<u8>,
+    /// The store in flight was when a reset ran: it may have been made before it or after.
+    across_reset: bool,
+    acked: Option<u64>,
+    unknown: bool,
 }
 
 struct Sim {
@@ -43,6 +61,7 @@ struct Sim {
     next_send: u64,
     /// The steps purges and recreations ran at (each runs whole within its step).
     resets: Vec<u64>,
+    offsets: Vec<StoredOffset>,
     down: Option<(u8, u64)>,
     isolated: Option<(u8, u64)>,
 }
@@ -71,6 +90,7 @@ impl Sim {
             sends: BTreeMap::new(),
             next_send: 0,
             resets: Vec::new(),
+            offsets: vec![StoredOffset::default(); PARTITIONS as usize],
             down: None,
             isolated: None,
         };
@@ -130,7 +150,8 @@ impl Sim {
         let choice = self.rng.below(1000);
         match choice {
             0..=449 => self.submit_send(),
-            450..=649 => self.submit_poll(),
+            450..=599 => self.submit_poll(),
+            600..=649 => self.submit_store(),
             650..=669 if self.down.is_none() && self.isolated.is_none() => self.kill(),
             670..=709 if self.down.is_some_and(|(_, since)| self.step - since >= 20) => self.restart(),
             710..=724 if self.down.is_none() && self.isolated.is_none() => self.isolate(),
@@ -188,6 +209,47 @@ impl Sim {
         ));
     }
 
+    /// Stores consumer 1's offset on a partition with no store in flight.
+    fn submit_store(&mut self) {
+        let partition = self.rng.below(u64::from(PARTITIONS)) as u32;
+        if self.offsets[partition as usize].in_flight.is_some() {
+            return;
+        }
+        let Some(node) = self.up_node_with_client() else { return };
+        let mut client = self.idle[node as usize].pop().expect("an idle client");
+        let offset = self.rng.below(40);
+        self.offsets[partition as usize].in_flight = Some(node);
+        let store = Command::StoreConsumerOffset {
+            consumer: Consumer::Single(Identifier::Numeric(1)),
+            topic: TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) },
+            partition_id: Some(partition),
+            offset,
+        };
+        let request = store.encode().expect("a store encodes");
+        let frame = client.frame(request.operation, request.code, &request.body);
+        let done = self.done.clone();
+        self.cluster.running.borrow_mut().push((
+            node,
+            Box::pin(async move {
+                let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
+                done.borrow_mut().push(Done::Store { node, client, partition, offset, result: reply_of(outcome) });
+            }),
+        ));
+    }
+
+    /// Consumer 1's stored offset on `partition` as `node` serves it.
+    fn stored_offset(&mut self, node: u8, partition: u32) -> Option<u64> {
+        let get = Command::GetConsumerOffset {
+            consumer: Consumer::Single(Identifier::Numeric(1)),
+            topic: TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) },
+            partition_id: Some(partition),
+        };
+        let request = get.encode().expect("a get encodes");
+        let body = self.cluster.call(node, request.operation, request.code, &request.body);
+        let body = body.unwrap_or_else(|status| self.fail(format!("node {node}: get offset answered {status}")));
+        (body.len() >= 20).then(|| u64::from_le_bytes(body[12..20].try_into().expect("eight bytes")))
+    }
+
     fn kill(&mut self) {
         let node = self.rng.below(u64::from(NODES)) as u8;
         let power_loss = self.rng.chance(50);
@@ -196,8 +258,9 @@ impl Sim {
         // Requests in flight on it are lost with it: their sends may or may not be stored.
         self.idle[node as usize].clear();
         self.done.borrow_mut().retain(|done| match done {
-            Done::Send { node: n, .. } | Done::Poll { node: n, .. } => *n != node,
+            Done::Send { node: n, .. } | Done::Poll { node: n, .. } | Done::Store { node: n, .. } => *n != node,
         });
+        self.lose_stores_through(|through| through == node);
         self.down = Some((node, self.step));
     }
 
@@ -210,9 +273,20 @@ impl Sim {
             self.idle[node as usize].clear();
         }
         self.done.borrow_mut().clear();
+        self.lose_stores_through(|_| true);
         for node in 0..NODES {
             self.cluster.start(node);
             self.log_clients_in(node);
+        }
+    }
+
+    /// Stores in flight through a node that went down: their answer never comes, and they
+    /// may or may not have been made (until a later store is acknowledged).
+    fn lose_stores_through(&mut self, lost: impl Fn(u8) -> bool) {
+        for stored in &mut self.offsets {
+            if stored.in_flight.is_some_and(&lost) {
+                (stored.in_flight, stored.across_reset, stored.unknown) = (None, false, true);
+            }
         }
     }
 
@@ -253,6 +327,11 @@ impl Sim {
             }
         }
         self.resets.push(self.step);
+        // A reset removes the stored offsets; a store in flight across it may land either side.
+        for stored in &mut self.offsets {
+            let in_flight = stored.in_flight;
+            *stored = StoredOffset { in_flight, across_reset: in_flight.is_some(), acked: None, unknown: false };
+        }
     }
 
     fn collect(&mut self) {
@@ -266,6 +345,24 @@ impl Sim {
                             self.sends.get_mut(payload).expect("recorded").acked = Some(self.step);
                         }
                     }
+                    self.idle[node as usize].push(client);
+                }
+                Done::Store { node, client, partition, offset, result } => {
+                    self.trace(|| {
+                        format!(
+                            "store {offset} on partition {partition} via node {node}: {:?}",
+                            result.as_ref().map(drop)
+                        )
+                    });
+                    let stored = &mut self.offsets[partition as usize];
+                    stored.in_flight = None;
+                    // Acknowledged, it was made after everything before it (one store in
+                    // flight at a time), unless a reset ran meanwhile.
+                    match (result, stored.across_reset) {
+                        (Ok(_), false) => (stored.acked, stored.unknown) = (Some(offset), false),
+                        _ => stored.unknown = true,
+                    }
+                    stored.across_reset = false;
                     self.idle[node as usize].push(client);
                 }
                 Done::Poll { node, client, partition, submitted, result } => {
@@ -313,19 +410,21 @@ impl Sim {
         self.step += 1;
         self.cluster.drive(async {});
         self.collect();
+        self.barrier();
         let mut agreed = None;
         for _ in 0..CONVERGE_TICKS {
-            let views: Vec<Vec<Vec<(u64, String)>>> = (0..NODES).map(|n| self.cluster.served(n, self.stream)).collect();
+            let views: Vec<_> = (0..NODES).map(|n| self.view(n)).collect();
             if views.iter().all(|view| *view == views[0]) {
                 agreed = Some(views[0].clone());
                 break;
             }
             self.cluster.pass(1);
         }
-        let Some(agreed) = agreed else {
-            let views: Vec<_> = (0..NODES).map(|n| self.cluster.served(n, self.stream)).collect();
+        let Some((agreed, stored)) = agreed else {
+            let views: Vec<_> = (0..NODES).map(|n| self.view(n)).collect();
             self.fail(format!("the nodes never agree: {views:?}"));
         };
+        self.check_stored_offsets(&stored);
         let last_reset = self.resets.last().copied().unwrap_or(0);
         for (partition, served) in agreed.iter().enumerate() {
             self.check_served(0, partition as u32, self.step, served);
@@ -339,6 +438,50 @@ impl Sim {
                 {
                     self.fail(format!("partition {partition} lost {payload}, acknowledged at {:?}", send.acked));
                 }
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// One acknowledged send to each partition through node 0: the group commits in order,
+    /// so every op before it is committed too (after a power cut, ops a restarted group has
+    /// in its journals commit only once a view runs again).
+    fn barrier(&mut self) {
+        for partition in 0..PARTITIONS {
+            let payload = format!("{}:barrier:{partition}:0", self.seed);
+            let body = send_body(self.stream, partition, &[payload.as_bytes()]).0;
+            let mut answers = Vec::new();
+            // A second between tries: a group still electing answers 58 at once.
+            while answers.len() < 30 {
+                match self.cluster.call(0, operation::SEND_MESSAGES, 0, &body) {
+                    Ok(_) => break,
+                    Err(status) => answers.push(status),
+                }
+                self.cluster.pass(20);
+            }
+            if answers.len() == 30 {
+                self.fail(format!("the barrier send to partition {partition} never commits: {answers:?}"));
+            }
+            let record = SendRecord { partition, submitted: self.step, acked: Some(self.step) };
+            self.sends.insert(payload, record);
+        }
+    }
+
+    /// What `node` serves: each partition's messages and consumer 1's stored offset on it.
+    #[allow(clippy::type_complexity)]
+    fn view(&mut self, node: u8) -> (Vec<Vec<(u64, String)>>, Vec<Option<u64>>) {
+        let stored = (0..PARTITIONS).map(|partition| self.stored_offset(node, partition)).collect();
+        (self.cluster.served(node, self.stream), stored)
+    }
+
+    /// The stored offsets every node agrees on are, where the run knows it, the ones last
+    /// acknowledged since the last reset (none after a reset).
+    fn check_stored_offsets(&self, stored: &[Option<u64>]) {
+        for (partition, served) in stored.iter().enumerate() {
+            let model = self.offsets[partition];
+            if !model.unknown && *served != model.acked {
+                self.fail(format!("partition {partition}: stored offset {served:?}, acknowledged {:?}", model.acked));
             }
         }
     }
