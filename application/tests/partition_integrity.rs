@@ -426,3 +426,24 @@ fn index_entries_are_written_in_runs_and_a_crash_loses_none_of_the_log() {
     assert_eq!(log.next_offset(), 930, "every fsynced batch is found past the index's end");
     assert_eq!(read(&log, 927, 10).0, vec!["payload-928", "payload-929", "payload-930"]);
 }
+
+#[test]
+fn whole_batches_through_ends_at_the_batch_holding_the_last_offset() {
+    let storage = SimStorage::new();
+    let log = twelve_batches(&storage);
+    // Batches of three: 0..3, 3..6, ...; segments of three batches.
+    assert_eq!(log.whole_batches_through(0, 0), 3);
+    assert_eq!(log.whole_batches_through(3, 4), 3);
+    assert_eq!(log.whole_batches_through(3, 9), 9, "the batch at 9 opens the next segment");
+    assert_eq!(log.whole_batches_through(30, 100), 6, "past the end: up to the next offset");
+    // A poll of that many from a batch's start serves whole batches.
+    assert_eq!(read(&log, 3, log.whole_batches_through(3, 7)).0.len(), 6);
+    // Batches still in the journal count the same way.
+    let journal_storage = SimStorage::new();
+    let mut journal = open(&journal_storage, common::settings(1 << 20, false, 1_000), false);
+    for n in 0..3 {
+        block_on(journal.append(&journal_storage, batch_with_ids(&ids_of(n)), 10)).unwrap();
+    }
+    assert_eq!(journal.whole_batches_through(0, 4), 6);
+    assert_eq!(journal.whole_batches_through(3, 8), 6);
+}

@@ -17,12 +17,19 @@ pub enum ConsumerKey {
     Group(u32),
 }
 
+/// How a file name's id becomes a key.
+type MakeKey = fn(u32) -> ConsumerKey;
+
+/// The directory under `offsets/` that holds each kind of key, and its keys.
+const KINDS: [(&str, MakeKey); 2] = [("consumers", ConsumerKey::Consumer), ("groups", ConsumerKey::Group)];
+
 impl ConsumerKey {
     fn relative_path(self) -> PathBuf {
-        match self {
-            Self::Consumer(id) => Path::new("consumers").join(id.to_string()),
-            Self::Group(id) => Path::new("groups").join(id.to_string()),
-        }
+        let (kind, id) = match self {
+            Self::Consumer(id) => (KINDS[0].0, id),
+            Self::Group(id) => (KINDS[1].0, id),
+        };
+        Path::new(kind).join(id.to_string())
     }
 }
 
@@ -47,9 +54,7 @@ impl<F: StorageFile> ConsumerOffsets<F> {
         let dir = partition_dir.join("offsets");
         let mut offsets =
             Self { dir: dir.clone(), stored: BTreeMap::new(), files: BTreeMap::new(), unsynced: BTreeSet::new() };
-        for (kind, make) in
-            [("consumers", ConsumerKey::Consumer as fn(u32) -> ConsumerKey), ("groups", ConsumerKey::Group)]
-        {
+        for (kind, make) in KINDS {
             storage.create_dir_all(&dir.join(kind)).await?;
             for name in storage.list_dir(&dir.join(kind)).await? {
                 let Ok(id) = name.parse::<u32>() else { continue };
@@ -122,7 +127,7 @@ impl<F: StorageFile> ConsumerOffsets<F> {
     /// checkpoint needs it: below the checkpoint these files are the only copy.
     pub async fn sync_durably<S: Storage<File = F>>(&mut self, storage: &S) -> io::Result<()> {
         self.sync().await?;
-        for kind in ["consumers", "groups"] {
+        for (kind, _) in KINDS {
             let dir = self.dir.join(kind);
             if storage.exists(&dir).await {
                 storage.sync_dir(&dir).await?;

@@ -139,6 +139,26 @@ impl<S: Storage> PartitionLog<S> {
         PollPlan { frame, reads, from, count, end: at, journal_messages, validate, damaged }
     }
 
+    /// How many messages from `from` (a batch's first offset) reach the end of the batch
+    /// holding `last`, so that a poll of that many serves whole batches only; up to the log's
+    /// end when it does not hold `last`.
+    pub fn whole_batches_through(&self, from: u64, last: u64) -> u32 {
+        let in_segment = self.segments.iter().find(|segment| segment.end_offset() > last).and_then(|segment| {
+            let first = segment::find_by_offset(&segment.entries, last.saturating_sub(segment.start_offset))?;
+            let entry = segment.entries[first];
+            Some(segment.start_offset + u64::from(entry.relative_offset) + u64::from(entry.message_count))
+        });
+        let in_journal = || {
+            let mut ends = self.journal.iter().map(|stored| {
+                let header = batch::BatchHeader::read(stored);
+                header.base_offset + u64::from(header.message_count)
+            });
+            ends.find(|&end| end > last)
+        };
+        let end = in_segment.or_else(in_journal).unwrap_or_else(|| self.next_offset());
+        u32::try_from(end.saturating_sub(from)).unwrap_or(u32::MAX)
+    }
+
     /// Plans and reads a poll in one go, with the lock (if any) held throughout.
     pub async fn poll(&self, start: u64, count: u32, pool: &'static MemoryPool) -> io::Result<Polled> {
         self.plan_poll(start, count, pool).read().await

@@ -144,7 +144,7 @@ impl<S: Storage, M: StateMachine> Replication<S, M> {
                 Effect::PersistView { superblock } => journal.write_superblock(storage, &superblock).await.map(|()| {
                     self.replica.borrow_mut().on_view_persisted(superblock.view, &mut more);
                 }),
-                Effect::Checkpoint { checkpoint } => journal.write_checkpoint(storage, &checkpoint).await,
+                Effect::Checkpoint { checkpoint, .. } => journal.write_checkpoint(storage, &checkpoint).await,
                 other => {
                     external.push(other);
                     Ok(())

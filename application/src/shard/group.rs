@@ -11,6 +11,7 @@
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
@@ -331,7 +332,9 @@ impl<E: Env> Shard<E> {
                         group.replica().on_view_persisted(superblock.view, &mut more);
                     })
                 }
-                Effect::Checkpoint { checkpoint } => self.checkpoint_group(group, &checkpoint).await,
+                Effect::Checkpoint { checkpoint, installed } => {
+                    self.checkpoint_group(group, &checkpoint, installed).await
+                }
                 Effect::Commit { op, entry } => {
                     self.on_group_commit(group, op, entry).await;
                     Ok(())
@@ -387,10 +390,12 @@ impl<E: Env> Shard<E> {
     }
 
     /// Stores a checkpoint once the partitions hold every batch it covers on disk (the
-    /// journal entries it covers are dropped with it). Until then the journal keeps them,
-    /// and the next checkpoint tries again.
-    async fn checkpoint_group(&self, group: &PartitionGroup<E>, checkpoint: &Checkpoint) -> std::io::Result<()> {
-        if !group.blocked.borrow().is_empty() {
+    /// journal entries it covers are dropped with it); until then the journal keeps them.
+    /// One installed from a peer is stored at once: the journal never held what it covers,
+    /// and the replica vouches for entries above it now (seed 406 lost acknowledged ops
+    /// across a power cut). What the partitions lack below it comes from peers.
+    async fn checkpoint_group(&self, group: &PartitionGroup<E>, cp: &Checkpoint, installed: bool) -> io::Result<()> {
+        if !installed && !group.blocked.borrow().is_empty() {
             return Ok(());
         }
         let dirty: Vec<Namespace> = group.dirty.borrow().iter().copied().collect();
@@ -401,15 +406,17 @@ impl<E: Env> Shard<E> {
                 Ok(()) => log.offsets.sync_durably(&self.storage).await,
                 failed => failed,
             };
-            if let Err(error) = flushed {
-                tracing::warn!(%error, partition = %namespace_label(namespace), "a group checkpoint waits: the partition cannot be flushed");
-                partition.refresh(&log);
-                return Ok(());
-            }
             partition.refresh(&log);
+            if let Err(error) = flushed {
+                tracing::warn!(%error, installed, partition = %namespace_label(namespace), "a partition cannot be flushed for a group checkpoint");
+                match installed {
+                    true => continue,
+                    false => return Ok(()),
+                }
+            }
             group.dirty.borrow_mut().remove(&namespace);
         }
-        group.replication.journal.lock().await.write_checkpoint(&self.storage, checkpoint).await
+        group.replication.journal.lock().await.write_checkpoint(&self.storage, cp).await
     }
 
     /// One committed op: a send or an offset change is made in its partition (or waits for

@@ -10,12 +10,13 @@
 //! byte-identical to the peer's. Committed sends to that partition wait until the gap is
 //! filled; the replica goes on voting meanwhile, since its journal is whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rill_domain::Namespace;
 use rill_domain::batch::{self, BatchHeader};
 use rill_domain::constants::{BATCH_HEADER_SIZE, MAX_FRAME_SIZE};
 use rill_domain::vsr::Message;
+use rill_domain::wire::codes::operation;
 
 use super::Shard;
 use super::group::{PartitionGroup, Target, consumer_key_of};
@@ -166,9 +167,20 @@ impl<E: Env> Shard<E> {
     /// past it would take the send for one it stored before and drop it, acknowledged. A
     /// halted group refuses every send until the node is restarted with the partition's
     /// directory moved out or without `replicate_partitions`; nothing stored is touched.
+    /// Sends in the log above the applied state count as a record too: a restart applies
+    /// them once their commit is known again, and they may be in the partition already
+    /// (seed 1287 of the partition-group simulation: a recreated partition's first sends
+    /// followed the last checkpoint, which had no record of it).
     pub(super) async fn refuse_unrecorded_partitions(&self, group: &PartitionGroup<E>) {
+        let in_log: BTreeSet<Namespace> = {
+            let replica = group.replica();
+            let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
+            let sends = entries.filter(|entry| entry.operation == operation::SEND_MESSAGES);
+            sends.filter_map(|entry| Self::op_partition(&entry.body)).collect()
+        };
         for (namespace, partition) in self.owned_partitions() {
-            let recorded = group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
+            let recorded = in_log.contains(&namespace)
+                || group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
             let (held, dir) = {
                 let log = partition.log.lock().await;
                 (log.next_offset(), log.dir().to_path_buf())
@@ -244,7 +256,8 @@ impl<E: Env> Shard<E> {
         if let Target::Open(namespace, partition) = self.group_partition(key) {
             let plan = {
                 let log = partition.log.lock().await;
-                let count = if until > from { u32::MAX } else { 0 };
+                // Whole batches only: one cut at `until` could not be stored as it is.
+                let count = if until > from { log.whole_batches_through(from, until - 1) } else { 0 };
                 let same = partition.incarnation.get() == incarnation;
                 (same && !partition.closed.get() && from >= log.first_offset() && count > 0)
                     .then(|| log.plan_poll(from, count, self.shared.pool))

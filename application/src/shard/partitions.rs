@@ -230,7 +230,7 @@ impl<E: Env> Shard<E> {
             op,
             PartitionOp::StoreOffset { .. } | PartitionOp::DeleteOffset { .. } | PartitionOp::Purge { .. }
         );
-        let reply = self.execute_locked(namespace, &mut log, op, &partition.stats).await;
+        let reply = self.execute_locked(namespace, &mut log, op, &partition).await;
         partition.refresh(&log);
         if offsets_change {
             partition.publish_offsets(&log);
@@ -254,8 +254,9 @@ impl<E: Env> Shard<E> {
         namespace: Namespace,
         log: &mut PartitionLog<E::Storage>,
         op: PartitionOp,
-        stats: &PartitionStats,
+        partition: &Partition<E::Storage>,
     ) -> ShardReply {
+        let stats = &partition.stats;
         let partition_id = namespace.partition_id();
         match op {
             PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } => {
@@ -268,7 +269,7 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::GetOffset { key } => {
                 let mut out = Vec::new();
-                let behind = self.owned(namespace).is_ok_and(|partition| self.copy_behind(namespace, &partition));
+                let behind = self.copy_behind(namespace, partition);
                 if let Some(stored) = log.offsets.get(key).filter(|_| !behind) {
                     out.extend_from_slice(&partition_id.to_le_bytes());
                     out.extend_from_slice(&log.current_offset().to_le_bytes());

@@ -211,9 +211,14 @@ pub enum Effect {
         request_number: u64,
         primary: u8,
     },
-    /// Store the checkpoint durably (taken locally, or installed by state transfer). Journal
-    /// entries at or below `checkpoint.op` may be dropped once it is durable.
+    /// Store the checkpoint durably. Journal entries at or below `checkpoint.op` may be
+    /// dropped once it is durable. A checkpoint taken locally may be stored later than asked
+    /// (the journal keeps the ops it covers meanwhile, and a restart replays them); one
+    /// `installed` by state transfer may not: the journal never held the ops it covers, and
+    /// the replica vouches at once for entries above it, so it must be durable before any
+    /// effect after it is carried out.
     Checkpoint {
         checkpoint: Checkpoint,
+        installed: bool,
     },
 }

@@ -202,22 +202,32 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         while self.commit_min < self.commit_max.min(self.log.op()) {
-            let op = self.commit_min + 1;
-            let Some(entry) = self.log.entry(op).cloned() else { break };
-            assert!(entry.parent == self.commit_min_checksum, "applying an op that does not follow the prefix");
-            let reply = self.state_machine.apply(op, entry.timestamp, entry.operation, &entry.body);
-            self.client_table.record(entry.client_id, entry.request_number, op, reply.clone());
-            self.commit_min = op;
-            self.commit_min_checksum = entry.checksum;
-            self.commit_min_timestamp = entry.timestamp;
-            if self.is_primary() {
-                let (client_id, request_number) = (entry.client_id, entry.request_number);
-                effects.push(Effect::Reply { client_id, request_number, reply });
-            }
-            effects.push(Effect::Commit { op, entry });
-            if op.is_multiple_of(self.options.checkpoint_interval) {
-                self.take_checkpoint(effects);
-            }
+            let Some(entry) = self.log.entry(self.commit_min + 1).cloned() else { break };
+            let reply = self.is_primary();
+            self.apply_next(entry, reply, effects);
+        }
+    }
+
+    /// Applies the op after the applied prefix (`entry` must continue it), answers its client
+    /// when `reply`, and takes a checkpoint at each interval.
+    pub(super) fn apply_next(&mut self, entry: Entry, reply: bool, effects: &mut Vec<Effect>) {
+        let op = self.commit_min + 1;
+        assert!(
+            entry.op == op && entry.parent == self.commit_min_checksum,
+            "applying an op that does not follow the prefix"
+        );
+        let result = self.state_machine.apply(op, entry.timestamp, entry.operation, &entry.body);
+        self.client_table.record(entry.client_id, entry.request_number, op, result.clone());
+        self.commit_min = op;
+        self.commit_min_checksum = entry.checksum;
+        self.commit_min_timestamp = entry.timestamp;
+        if reply {
+            let (client_id, request_number) = (entry.client_id, entry.request_number);
+            effects.push(Effect::Reply { client_id, request_number, reply: result });
+        }
+        effects.push(Effect::Commit { op, entry });
+        if op.is_multiple_of(self.options.checkpoint_interval) {
+            self.take_checkpoint(effects);
         }
     }
 
@@ -233,7 +243,7 @@ impl<S: StateMachine> Replica<S> {
         };
         self.log.trim(self.commit_min.saturating_sub(self.options.checkpoint_interval));
         self.checkpoint = Some(checkpoint.clone());
-        effects.push(Effect::Checkpoint { checkpoint });
+        effects.push(Effect::Checkpoint { checkpoint, installed: false });
     }
 
     pub(super) fn on_heartbeat_timeout(&mut self, effects: &mut Vec<Effect>) {

@@ -20,8 +20,14 @@ impl<S: StateMachine> Replica<S> {
     /// (or the applied prefix, when that is higher), extended one op at a time by entries
     /// prepared in the log view itself. Every other entry stays a candidate. Returns whether the
     /// chain reaches the applied prefix without a gap; it does unless the journal lost entries.
-    pub(super) fn reopen_log(&mut self, entries: Vec<Entry>) -> bool {
-        let anchor = (self.commit_min, self.commit_min_checksum);
+    ///
+    /// A chain longer than the log holds (the caller kept journal entries past a checkpoint it
+    /// could not yet make durable) is applied from the bottom until the rest fits. Those ops
+    /// are committed: a primary prepares op `n` only once `n - pipeline_max` is committed, so
+    /// every op at least `pipeline_max` below the chain's top was committed when the top was
+    /// prepared, and the chain is the one the top names.
+    pub(super) fn reopen_log(&mut self, entries: Vec<Entry>, effects: &mut Vec<Effect>) -> bool {
+        let mut anchor = (self.commit_min, self.commit_min_checksum);
         let journal: BTreeMap<(u64, u128), Entry> = entries
             .into_iter()
             .filter(|entry| entry.op > anchor.0 && entry.verify())
@@ -36,6 +42,7 @@ impl<S: StateMachine> Replica<S> {
         {
             top = (child.op, child.checksum);
         }
+        // From the top down.
         let mut chain = Vec::new();
         let mut want = top;
         while want.0 > anchor.0 {
@@ -43,7 +50,16 @@ impl<S: StateMachine> Replica<S> {
             want = (want.0 - 1, entry.parent);
             chain.push((entry.op, entry.checksum));
         }
-        let whole = want == anchor && chain.len() <= self.options.log_capacity();
+        let whole = want == anchor;
+        let capacity = self.options.log_capacity();
+        if whole && chain.len() > capacity {
+            for key in chain.drain(capacity..).rev() {
+                self.apply_next(journal[&key].clone(), false, effects);
+            }
+            self.commit_max = self.commit_max.max(self.commit_min);
+            anchor = (self.commit_min, self.commit_min_checksum);
+            self.log.rebase(anchor.0, anchor.1);
+        }
         let durable = |entry: &Entry| Slot { entry: entry.clone(), durability: Durability::Durable };
         if whole {
             // The chain goes in first: it was a run, so it fits, and no candidate can evict it.
@@ -52,7 +68,7 @@ impl<S: StateMachine> Replica<S> {
             }
             assert!(self.log.adopt(anchor, top, &[]), "a chain built down to the prefix continues it");
         }
-        for entry in journal.values() {
+        for entry in journal.values().filter(|entry| entry.op > anchor.0) {
             self.log.stash(durable(entry));
         }
         whole

@@ -126,7 +126,7 @@ impl<S: StateMachine> Replica<S> {
             if !self.install_checkpoint(checkpoint.clone()) {
                 return;
             }
-            effects.push(Effect::Checkpoint { checkpoint });
+            effects.push(Effect::Checkpoint { checkpoint, installed: true });
         }
         if let Some(top) = entries.last().map(|top| (top.op, top.checksum)) {
             // Committed entries of this view are canonical: above the head they become the head.

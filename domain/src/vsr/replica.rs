@@ -126,7 +126,7 @@ impl<S: StateMachine> Replica<S> {
         (this.view, this.log_view, this.superblock) = (superblock.view, superblock.log_view, superblock);
         this.log_view_head = (superblock.head_op, superblock.head_checksum);
         this.commit_max = this.commit_min.max(superblock.commit);
-        let whole = this.reopen_log(durable.entries);
+        let whole = this.reopen_log(durable.entries, effects);
         // A single replica has no one to learn a log from: it trusts its journal.
         this.damaged = replica_count > 1 && (superblock.damaged || !whole);
         // Without peers there is no one to ask, and no one who could have moved on.

@@ -91,7 +91,7 @@ impl Harness {
                     self.replies.push((from, client_id, request_number, reply))
                 }
                 Effect::NotPrimary { client_id, primary, .. } => self.not_primary.push((from, client_id, primary)),
-                Effect::Checkpoint { checkpoint } => self.checkpoints[usize::from(from)] = Some(checkpoint),
+                Effect::Checkpoint { checkpoint, .. } => self.checkpoints[usize::from(from)] = Some(checkpoint),
             }
         }
     }

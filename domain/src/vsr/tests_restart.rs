@@ -221,3 +221,33 @@ fn a_recovering_replica_asks_a_primary_it_hears_for_its_log() {
     harness.tick(1);
     assert!(!harness.superblocks[2].damaged);
 }
+
+#[test]
+fn a_journal_longer_than_the_log_restarts_whole_and_applies_its_bottom() {
+    let mut harness = Harness::new(3, options());
+    let capacity = options().log_capacity() as u64;
+    let ops = capacity + 12;
+    commit_ops(&mut harness, 1, ops);
+    // The caller made no checkpoint durable (as a partition group does while a copy waits for
+    // a peer's batches), so every journal still holds every op, more than the log can.
+    harness.checkpoints = vec![None; 3];
+    restart_all(&mut harness);
+    for replica in &harness.replicas {
+        assert!(!replica.is_damaged(), "replica {} reopened whole", replica.replica());
+        // The bottom of the chain is applied at once: those ops were committed before the
+        // top was prepared. The rest fits in the log.
+        assert!(replica.commit() >= ops - capacity, "replica {} applied {}", replica.replica(), replica.commit());
+        assert_eq!(replica.op(), ops);
+    }
+    // Every replica applied every op once; each took the checkpoints it passed again.
+    harness.settle();
+    harness.tick(options().view_change_status_timeout_ticks + options().heartbeat_ticks);
+    for replica in &harness.replicas {
+        assert_eq!(replica.status(), Status::Normal, "replica {}", replica.replica());
+        assert_eq!(replica.state_machine().total, ops, "replica {}", replica.replica());
+    }
+    assert!(harness.checkpoints.iter().all(|checkpoint| checkpoint.as_ref().is_some_and(|c| c.op >= 48)));
+    commit_ops(&mut harness, 2, 3);
+    harness.tick(options().heartbeat_ticks);
+    assert!(harness.replicas.iter().all(|r| r.state_machine().total == ops + 3));
+}

@@ -251,7 +251,7 @@ impl<M: Model> Sim<M> {
                     let to = replica_count + (client_id - 1000) as usize;
                     self.network.send(self.tick, replica, to, Payload::NotPrimary { request_number, primary });
                 }
-                Effect::Checkpoint { checkpoint } => self.storage[replica].checkpoint = Some(checkpoint),
+                Effect::Checkpoint { checkpoint, .. } => self.storage[replica].checkpoint = Some(checkpoint),
             }
         }
     }
