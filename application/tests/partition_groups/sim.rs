@@ -7,7 +7,7 @@
 //! and at the end, once every node is up and the plane whole (every node serves the same
 //! messages and stored offsets, every acknowledged send after the last reset is there once,
 //! every one acknowledged before it is gone, the stored offset is the last one acknowledged
-//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) and `PARTITION_GROUP_SEED`.
+//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) from `PARTITION_GROUP_SEED_START`, and `PARTITION_GROUP_SEED`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -488,7 +488,7 @@ impl Sim {
 }
 
 /// Seeds past the default range that once failed (docs/testing.md says what each found):
-/// run every time, with the first `PARTITION_GROUP_SEEDS`.
+/// run every time, with `PARTITION_GROUP_SEEDS` seeds from `PARTITION_GROUP_SEED_START`.
 const FOUND_BUGS: [u64; 12] = [46, 53, 59, 82, 93, 143, 406, 445, 492, 520, 741, 1287];
 
 #[test]
@@ -496,9 +496,11 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
     let seeds: Vec<u64> = match std::env::var("PARTITION_GROUP_SEED") {
         Ok(seed) => vec![seed.parse().expect("a seed")],
         Err(_) => {
-            let count = std::env::var("PARTITION_GROUP_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-            let found = FOUND_BUGS.into_iter().filter(|&seed| seed >= count);
-            (0..count).chain(found).collect()
+            let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+            let start = number("PARTITION_GROUP_SEED_START").unwrap_or(0);
+            let end = start + number("PARTITION_GROUP_SEEDS").unwrap_or(20);
+            let found = FOUND_BUGS.into_iter().filter(|seed| !(start..end).contains(seed));
+            (start..end).chain(found).collect()
         }
     };
     for seed in seeds {
