@@ -1,6 +1,6 @@
-//! Partition groups of three nodes in one thread, deterministic: each node is one shard on
-//! its own simulated disk with its own (single-node) metadata, the three run a replica of
-//! partition group 0 each, and the replica plane is a queue this test delivers from. Every
+//! Partition groups of three nodes in one thread, deterministic: each node runs one or two
+//! shards on its own simulated disk with its own (single-node) metadata, each shard a
+//! replica of its partition group, and the replica plane is a queue this test delivers from. Every
 //! node applies the same metadata requests in the same order on one manual clock (it moves
 //! only on ticks), so their incarnations (the metadata timestamps of a partition's creation
 //! or purge) agree, as a metadata cluster's would.
@@ -39,18 +39,21 @@ const STEPS: usize = 200_000;
 /// Ticks a restarted replica has to catch up (30 s: a view change and a gap fetch).
 const CATCH_UP_TICKS: u64 = 600;
 
-/// Messages in flight on the replica plane: (from, to, message).
-type Plane = Rc<RefCell<VecDeque<(u8, u8, Message)>>>;
+/// Messages in flight on the replica plane: (from, to, the shard whose group it is for,
+/// message).
+type Plane = Rc<RefCell<VecDeque<(u8, u8, u16, Message)>>>;
 
-/// One node's end of the replica plane: what it sends joins the queue.
+/// One shard's end of the replica plane: what its group sends joins the queue, for the
+/// same shard of the peer.
 struct QueuedPlane {
     node: u8,
+    shard: u16,
     queue: Plane,
 }
 
 impl ReplicaNetwork for QueuedPlane {
     fn send(&self, to: u8, message: Message) {
-        self.queue.borrow_mut().push_back((self.node, to, message));
+        self.queue.borrow_mut().push_back((self.node, to, self.shard, message));
     }
 }
 
@@ -70,7 +73,8 @@ type Task = (u8, Pin<Box<dyn Future<Output = ()>>>);
 
 struct Node {
     storage: SimStorage,
-    shard: Option<Rc<Shard<SimEnv>>>,
+    /// Its shards while it is up (none while it is down).
+    shards: Vec<Rc<Shard<SimEnv>>>,
     client: Option<Client>,
 }
 
@@ -86,11 +90,12 @@ struct Cluster {
     frozen: std::cell::Cell<bool>,
     pool: &'static MemoryPool,
     starts: u64,
+    shards_per_node: u16,
 }
 
 impl Cluster {
-    fn new() -> Self {
-        let nodes = (0..NODES).map(|_| Node { storage: SimStorage::new(), shard: None, client: None }).collect();
+    fn new(shards_per_node: u16) -> Self {
+        let nodes = (0..NODES).map(|_| Node { storage: SimStorage::new(), shards: Vec::new(), client: None }).collect();
         let clock = ManualClock::new(1_700_000_000_000_000);
         let pool = common::pool();
         let mut cluster = Self {
@@ -102,6 +107,7 @@ impl Cluster {
             frozen: Default::default(),
             pool,
             starts: 0,
+            shards_per_node,
         };
         for node in 0..NODES {
             cluster.start(node);
@@ -109,20 +115,22 @@ impl Cluster {
         cluster
     }
 
-    /// Starts `node` on its disk (recovering what is there), opens its group replica, and
-    /// logs a client in.
+    /// Starts `node` on its disk (recovering what is there), opens each shard's group
+    /// replica, and logs a client in on shard 0.
     fn start(&mut self, node: u8) {
         let storage = &self.nodes[node as usize].storage;
-        let (shards, _) = start_on(storage, config(), &self.clock, 1, self.pool, Jitter::default()).expect("start");
-        let shard = shards.into_iter().next().expect("one shard");
+        let count = self.shards_per_node;
+        let (shards, _) = start_on(storage, config(), &self.clock, count, self.pool, Jitter::default()).expect("start");
         let membership = Membership { replica_id: node, replica_count: NODES };
-        let plane = Box::new(QueuedPlane { node, queue: self.plane.clone() });
-        self.starts += 1;
-        let seed = self.starts;
-        let opening = shard.clone();
-        self.drive(async move { opening.open_group(membership, plane, seed).await.expect("open group") });
-        self.nodes[node as usize].client = Some(Client::login(&shard));
-        self.nodes[node as usize].shard = Some(shard);
+        for (index, shard) in shards.iter().enumerate() {
+            let plane = Box::new(QueuedPlane { node, shard: index as u16, queue: self.plane.clone() });
+            self.starts += 1;
+            let seed = self.starts;
+            let opening = shard.clone();
+            self.drive(async move { opening.open_group(membership, plane, seed).await.expect("open group") });
+        }
+        self.nodes[node as usize].client = Some(Client::login(&shards[0]));
+        self.nodes[node as usize].shards = shards;
     }
 
     /// Stops `node` as a kill would: nothing flushed, its disk kept as it is, or, with
@@ -130,7 +138,7 @@ impl Cluster {
     fn kill(&mut self, node: u8, power_loss: bool) {
         let stopped = &mut self.nodes[node as usize];
         stopped.client = None;
-        stopped.shard = None;
+        stopped.shards.clear();
         self.running.borrow_mut().retain(|(owner, _)| *owner != node);
         if power_loss {
             stopped.storage.crash(0);
@@ -193,7 +201,7 @@ impl Cluster {
     /// Starts delivering every queued message to its node, through the plane's faults
     /// (and never to a node that is down).
     fn deliver(&self) -> usize {
-        let mut queued: Vec<(u8, u8, Message)> = self.plane.borrow_mut().drain(..).collect();
+        let mut queued: Vec<(u8, u8, u16, Message)> = self.plane.borrow_mut().drain(..).collect();
         let count = queued.len();
         let mut faults = self.faults.borrow_mut();
         let (drop_percent, duplicate_percent, isolated) =
@@ -203,11 +211,11 @@ impl Cluster {
                 queued.swap(index, rng.below(index as u64 + 1) as usize);
             }
         }
-        for (from, to, message) in queued {
+        for (from, to, group, message) in queued {
             if isolated.is_some_and(|cut| cut == from || cut == to) {
                 continue;
             }
-            let Some(shard) = self.nodes[to as usize].shard.clone() else { continue };
+            let Some(shard) = self.nodes[to as usize].shards.get(usize::from(group)).cloned() else { continue };
             let (dropped, twice) = match faults.rng.as_mut() {
                 Some(rng) => (rng.chance(drop_percent), rng.chance(duplicate_percent)),
                 None => (false, false),
@@ -230,7 +238,7 @@ impl Cluster {
             self.clock.advance_us(TICK_MS * 1000);
         }
         for (node, up) in self.nodes.iter().enumerate() {
-            if let Some(shard) = up.shard.clone() {
+            for shard in up.shards.clone() {
                 self.running.borrow_mut().push((node as u8, Box::pin(async move { shard.group_tick().await })));
             }
         }
@@ -308,8 +316,8 @@ fn catches_up(cluster: &mut Cluster, node: u8, stream: u32, want: &[Vec<(u64, St
 
 /// Creates a topic on every node, sends to it, purges it, sends, deletes it and creates it
 /// again with the same ids, sends, then kills and restarts each node in turn.
-fn purge_recreate_and_restart(power_loss: bool) {
-    let mut cluster = Cluster::new();
+fn purge_recreate_and_restart(power_loss: bool, shards_per_node: u16) {
+    let mut cluster = Cluster::new(shards_per_node);
     let streams: Vec<u32> = (0..NODES)
         .map(|node| create_stream(cluster.nodes[node as usize].client.as_mut().expect("up"), "again"))
         .collect();
@@ -362,10 +370,17 @@ fn purge_recreate_and_restart(power_loss: bool) {
 
 #[test]
 fn a_killed_replica_replays_nothing_into_a_purged_or_recreated_partition() {
-    purge_recreate_and_restart(false);
+    purge_recreate_and_restart(false, 1);
 }
 
 #[test]
 fn a_replica_that_lost_power_replays_nothing_into_a_purged_or_recreated_partition() {
-    purge_recreate_and_restart(true);
+    purge_recreate_and_restart(true, 1);
+}
+
+/// The same with two shards a node: each partition in its own shard's group, the client's
+/// requests for the other crossing the node's bus.
+#[test]
+fn two_shards_a_node_replay_nothing_into_a_purged_or_recreated_partition() {
+    purge_recreate_and_restart(true, 2);
 }

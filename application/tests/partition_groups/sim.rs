@@ -18,6 +18,8 @@ use rill_domain::wire::command::{Command, Consumer, TopicRef};
 
 use super::*;
 
+/// Steps of a run, unless `PARTITION_GROUP_STEPS` says otherwise (longer runs reach
+/// deeper states: more checkpoints, more restarts on top of each other).
 const SIM_STEPS: u64 = 400;
 const CLIENTS_PER_NODE: usize = 2;
 /// Ticks the end waits for every node to serve the same.
@@ -51,6 +53,7 @@ struct StoredOffset {
 
 struct Sim {
     seed: u64,
+    shards_per_node: u16,
     rng: Rng,
     cluster: Cluster,
     stream: u32,
@@ -67,12 +70,12 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, shards_per_node: u16) -> Self {
         if std::env::var_os("PARTITION_GROUP_LOG").is_some() {
             let _ = tracing_subscriber::fmt().with_test_writer().with_ansi(false).try_init();
         }
         let mut rng = Rng::seeded(seed);
-        let cluster = Cluster::new();
+        let cluster = Cluster::new(shards_per_node);
         *cluster.faults.borrow_mut() = Faults {
             rng: Some(Rng::seeded(seed ^ 0x5eed)),
             drop_percent: rng.below(4),
@@ -81,6 +84,7 @@ impl Sim {
         };
         let mut sim = Self {
             seed,
+            shards_per_node,
             rng,
             cluster,
             stream: 0,
@@ -106,7 +110,11 @@ impl Sim {
     }
 
     fn fail(&self, what: String) -> ! {
-        panic!("seed {}, step {}: {what} (replay: PARTITION_GROUP_SEED={})", self.seed, self.step, self.seed);
+        let (seed, shards, step) = (self.seed, self.shards_per_node, self.step);
+        panic!(
+            "seed {seed}, {shards} shard(s) a node, step {step}: {what} \
+             (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={shards})"
+        );
     }
 
     fn trace(&self, line: impl FnOnce() -> String) {
@@ -128,13 +136,22 @@ impl Sim {
         body
     }
 
+    /// Logs the node's clients in, each on one of its shards (requests for a partition of
+    /// another shard cross the node's bus).
     fn log_clients_in(&mut self, node: u8) {
-        let shard = self.cluster.nodes[node as usize].shard.clone().expect("up");
-        self.idle[node as usize] = (0..CLIENTS_PER_NODE).map(|_| Client::login(&shard)).collect();
+        let shards = self.cluster.nodes[node as usize].shards.clone();
+        let mut clients = Vec::new();
+        for _ in 0..CLIENTS_PER_NODE {
+            // One shard draws nothing, so its seeds run as they did before a node had two.
+            let on = if shards.len() > 1 { self.rng.below(shards.len() as u64) as usize } else { 0 };
+            clients.push(Client::login(&shards[on]));
+        }
+        self.idle[node as usize] = clients;
     }
 
     fn run(&mut self) {
-        while self.step < SIM_STEPS {
+        let steps = std::env::var("PARTITION_GROUP_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(SIM_STEPS);
+        while self.step < steps {
             self.step += 1;
             self.act();
             let moved = self.cluster.step();
@@ -315,8 +332,8 @@ impl Sim {
     fn reset(&mut self, recreate: bool) {
         let topic = self.topic_ref();
         self.trace(|| {
-            let roles: Vec<_> =
-                self.cluster.nodes.iter().map(|n| n.shard.as_ref().and_then(|s| s.group_role())).collect();
+            let roles: Vec<Vec<_>> =
+                self.cluster.nodes.iter().map(|n| n.shards.iter().map(|s| s.group_role()).collect()).collect();
             format!("reset, recreate {recreate}; roles {roles:?}")
         });
         match recreate {
@@ -489,7 +506,8 @@ impl Sim {
 
 /// Seeds past the default range that once failed (docs/testing.md says what each found):
 /// run every time, with `PARTITION_GROUP_SEEDS` seeds from `PARTITION_GROUP_SEED_START`.
-const FOUND_BUGS: [u64; 12] = [46, 53, 59, 82, 93, 143, 406, 445, 492, 520, 741, 1287];
+/// Each seed runs with one shard a node, then with two (`PARTITION_GROUP_SHARDS` picks one).
+const FOUND_BUGS: [u64; 13] = [46, 53, 59, 82, 93, 143, 406, 445, 492, 520, 741, 1287, 3188];
 
 #[test]
 fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
@@ -503,7 +521,20 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
             (start..end).chain(found).collect()
         }
     };
-    for seed in seeds {
-        Sim::new(seed).run();
+    let shards: Vec<u16> = match std::env::var("PARTITION_GROUP_SHARDS") {
+        Ok(count) => vec![count.parse().expect("1 or 2")],
+        Err(_) => vec![1, 2],
+    };
+    for count in shards {
+        for &seed in &seeds {
+            // A harness check that fails (a reset refused, a request that never ends) names
+            // no seed itself.
+            let run = std::panic::catch_unwind(|| Sim::new(seed, count).run());
+            if run.is_err() {
+                panic!(
+                    "seed {seed}, {count} shard(s) a node (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={count})"
+                );
+            }
+        }
     }
 }

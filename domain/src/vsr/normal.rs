@@ -99,6 +99,7 @@ impl<S: StateMachine> Replica<S> {
         let (ticks, jitter) = (self.ticks, self.jitter());
         self.timeouts.normal.start(ticks, jitter);
         self.commit_max = self.commit_max.max(commit);
+        self.primary_commit = self.primary_commit.max(commit);
         true
     }
 
@@ -164,11 +165,20 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         let through = self.log.durable_through(self.commit_min);
-        // Ops the backup already knows to be committed need no vote.
-        if through <= self.prepare_ok_sent || through <= self.commit_max {
+        // Ops the primary announced committed need no vote. Ops only this backup knows to be
+        // committed do: a primary that took over with a lower commit number (its view change
+        // heard from the others) commits them only with a quorum's votes, and nothing else
+        // tells it (seed 3188 of the partition-group simulation: the backups knew op 120
+        // committed, the primary 88, and nobody voted).
+        if through <= self.prepare_ok_sent || through <= self.primary_commit {
             return;
         }
-        let Some(checksum) = self.log.entry(through).map(|entry| entry.checksum) else { return };
+        // The applied prefix's last op may have left the log (a peer's log adopted at it).
+        let checksum = match through == self.commit_min {
+            true => Some(self.commit_min_checksum),
+            false => self.log.entry(through).map(|entry| entry.checksum),
+        };
+        let Some(checksum) = checksum else { return };
         self.prepare_ok_sent = through;
         let message = Message::PrepareOk { view: self.view, replica: self.replica, op: through, checksum };
         self.send(self.primary_index(self.view), message, effects);

@@ -184,6 +184,7 @@ impl<S: StateMachine> Replica<S> {
         self.status = Status::Normal;
         self.commit_max = self.commit_max.max(log.commit);
         self.prepare_ok_sent = 0;
+        self.primary_commit = log.commit;
         self.timeouts.view_change.stop();
         self.start_normal_timeouts();
         self.after_log_change(effects);

@@ -77,6 +77,9 @@ pub struct Replica<S> {
     pub(super) prepare_oks: BTreeMap<u64, u32>,
     /// Backup: the highest op acknowledged to the primary in this view.
     pub(super) prepare_ok_sent: u64,
+    /// The highest commit number this view's primary announced: a backup's votes for ops
+    /// at or below it would tell the primary nothing.
+    pub(super) primary_commit: u64,
     pub(super) start_view_change_from: u32,
     pub(super) do_view_change_sent: bool,
     pub(super) do_view_changes: BTreeMap<u8, DoViewChangeVote>,
@@ -166,6 +169,7 @@ impl<S: StateMachine> Replica<S> {
             client_table: ClientTable::new(options.client_table_max),
             prepare_oks: BTreeMap::new(),
             prepare_ok_sent: 0,
+            primary_commit: 0,
             start_view_change_from: 0,
             do_view_change_sent: false,
             do_view_changes: BTreeMap::new(),

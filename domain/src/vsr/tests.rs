@@ -139,13 +139,26 @@ impl Harness {
 
     /// Delivers and persists until nothing is left to do.
     pub(super) fn settle(&mut self) {
+        self.settle_losing(&|_, _| false);
+    }
+
+    /// Like `settle`, but drops every message `lost` matches (by sender).
+    fn settle_losing(&mut self, lost: &impl Fn(u8, &Message) -> bool) {
         while !self.messages.is_empty() || !self.writes.is_empty() || !self.view_writes.is_empty() {
-            self.deliver();
+            while !self.messages.is_empty() {
+                self.messages.retain(|(from, _, message)| !lost(*from, message));
+                self.deliver_one();
+            }
             self.persist();
         }
     }
 
     pub(super) fn tick(&mut self, ticks: u64) {
+        self.tick_losing(ticks, |_, _| false);
+    }
+
+    /// Like `tick`, but drops every message `lost` matches (by sender).
+    pub(super) fn tick_losing(&mut self, ticks: u64, lost: impl Fn(u8, &Message) -> bool) {
         for _ in 0..ticks {
             self.now += 10;
             for replica in 0..self.replicas.len() {
@@ -153,7 +166,7 @@ impl Harness {
                 self.replicas[replica].tick(self.now, &mut effects);
                 self.absorb(replica as u8, effects);
             }
-            self.settle();
+            self.settle_losing(&lost);
         }
     }
 
@@ -423,6 +436,31 @@ fn a_partitioned_old_primary_rejoins_the_new_view() {
     assert_eq!((old.view(), old.status(), old.commit()), (view, Status::Normal, 4));
     assert!(!old.is_primary());
     assert_eq!(old.log_entry(3), harness.replicas[1].log_entry(3), "the uncommitted op 3 was replaced");
+}
+
+#[test]
+fn a_backup_that_knows_more_commits_than_the_new_primary_still_votes() {
+    let mut harness = Harness::new(3, options());
+    commit_ops(&mut harness, 1, 3);
+    // Op 4 commits at primary 0; the backups hold it but do not hear of the commit.
+    harness.request(0, 1, 4, 1);
+    harness.settle();
+    assert_eq!(harness.replicas[0].commit(), 4);
+    assert!(harness.replicas[1..].iter().all(|r| r.commit_max() == 3 && r.op() == 4));
+    // Replicas 1 and 2 start view 1 without replica 0, so its primary knows commit 3 only,
+    // and replica 2's votes are lost from now on.
+    let votes_of_2 = |from: u8, message: &Message| from == 2 && matches!(message, Message::PrepareOk { .. });
+    harness.isolated[0] = true;
+    let view_change = options().view_change_timeout_ticks + options().view_change_status_timeout_ticks;
+    harness.tick_losing(view_change, votes_of_2);
+    assert_eq!((harness.replicas[1].status(), harness.replicas[1].view()), (Status::Normal, 1));
+    assert_eq!(harness.replicas[1].commit_max(), 3);
+    // Replica 0, which knows op 4 committed, joins view 1: its vote is the one the primary
+    // can get for op 4.
+    harness.isolated[0] = false;
+    harness.tick_losing(options().view_change_timeout_ticks, votes_of_2);
+    assert_eq!((harness.replicas[0].status(), harness.replicas[0].view()), (Status::Normal, 1));
+    assert_eq!(harness.replicas[1].commit(), 4, "the primary commits op 4 with replica 0's vote");
 }
 
 /// Entries `ops` chained onto `parent`, prepared in `view`, with distinct bodies per `tag`.

@@ -18,6 +18,7 @@ impl<S: StateMachine> Replica<S> {
         self.do_view_changes.clear();
         self.prepare_oks.clear();
         self.prepare_ok_sent = 0;
+        self.primary_commit = 0;
         self.log.clear_future();
         let (ticks, jitter) = (self.ticks, self.jitter());
         for timeout in [&mut self.timeouts.heartbeat, &mut self.timeouts.prepare, &mut self.timeouts.normal] {
@@ -172,6 +173,7 @@ impl<S: StateMachine> Replica<S> {
         self.do_view_changes.clear();
         self.prepare_oks.clear();
         self.prepare_ok_sent = 0;
+        self.primary_commit = log.commit;
         // Acknowledgements in the new view wait until the superblock names its log, which it does
         // once that log is durable (`sync_superblock`).
         self.start_normal_timeouts();
