@@ -149,8 +149,7 @@ impl Sim {
         self.idle[node as usize] = clients;
     }
 
-    fn run(&mut self) {
-        let steps = std::env::var("PARTITION_GROUP_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(SIM_STEPS);
+    fn run(&mut self, steps: u64) {
         while self.step < steps {
             self.step += 1;
             self.act();
@@ -504,21 +503,38 @@ impl Sim {
     }
 }
 
-/// Seeds past the default range that once failed (docs/testing.md says what each found):
-/// run every time, with `PARTITION_GROUP_SEEDS` seeds from `PARTITION_GROUP_SEED_START`.
-/// Each seed runs with one shard a node, then with two (`PARTITION_GROUP_SHARDS` picks one).
-const FOUND_BUGS: [u64; 13] = [46, 53, 59, 82, 93, 143, 406, 445, 492, 520, 741, 1287, 3188];
+/// Seeds past the default range that once failed (docs/testing.md says what each found), and
+/// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
+/// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
+/// a node, then with two (`PARTITION_GROUP_SHARDS` picks one).
+const FOUND_BUGS: [(u64, u64); 14] = [
+    (46, SIM_STEPS),
+    (53, SIM_STEPS),
+    (59, SIM_STEPS),
+    (82, SIM_STEPS),
+    (93, SIM_STEPS),
+    (143, SIM_STEPS),
+    (406, SIM_STEPS),
+    (445, SIM_STEPS),
+    (492, SIM_STEPS),
+    (520, SIM_STEPS),
+    (741, SIM_STEPS),
+    (1287, SIM_STEPS),
+    (3188, SIM_STEPS),
+    (10045, 2_000),
+];
 
 #[test]
 fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
-    let seeds: Vec<u64> = match std::env::var("PARTITION_GROUP_SEED") {
-        Ok(seed) => vec![seed.parse().expect("a seed")],
-        Err(_) => {
-            let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let steps = number("PARTITION_GROUP_STEPS").unwrap_or(SIM_STEPS);
+    let runs: Vec<(u64, u64)> = match number("PARTITION_GROUP_SEED") {
+        Some(seed) => vec![(seed, steps)],
+        None => {
             let start = number("PARTITION_GROUP_SEED_START").unwrap_or(0);
             let end = start + number("PARTITION_GROUP_SEEDS").unwrap_or(20);
-            let found = FOUND_BUGS.into_iter().filter(|seed| !(start..end).contains(seed));
-            (start..end).chain(found).collect()
+            let found = FOUND_BUGS.into_iter().filter(|(seed, _)| !(start..end).contains(seed));
+            (start..end).map(|seed| (seed, steps)).chain(found).collect()
         }
     };
     let shards: Vec<u16> = match std::env::var("PARTITION_GROUP_SHARDS") {
@@ -526,13 +542,14 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
         Err(_) => vec![1, 2],
     };
     for count in shards {
-        for &seed in &seeds {
+        for &(seed, steps) in &runs {
             // A harness check that fails (a reset refused, a request that never ends) names
             // no seed itself.
-            let run = std::panic::catch_unwind(|| Sim::new(seed, count).run());
+            let run = std::panic::catch_unwind(|| Sim::new(seed, count).run(steps));
             if run.is_err() {
                 panic!(
-                    "seed {seed}, {count} shard(s) a node (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={count})"
+                    "seed {seed}, {count} shard(s) a node, {steps} steps (replay: PARTITION_GROUP_SEED={seed} \
+                     PARTITION_GROUP_SHARDS={count} PARTITION_GROUP_STEPS={steps})"
                 );
             }
         }
