@@ -43,8 +43,7 @@ const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
 const APPLY_WAIT_TICKS: u64 = 5_000 / TICK_MS;
 /// How long a request handed to the primary waits for its answer before it goes again (1 s).
 const RESEND_TICKS: u64 = 1_000 / TICK_MS;
-/// How long the primary's answer to a forwarded op is held for this node's own commit of
-/// it (1 s), after which the client gets it anyway.
+/// How long the primary's answer to a forwarded op waits for this node's own commit (1 s).
 const HOLD_TICKS: u64 = 1_000 / TICK_MS;
 
 struct Waiter {
@@ -317,7 +316,6 @@ impl<E: Env> Shard<E> {
     async fn carry_out_group(&self, group: &PartitionGroup<E>, effects: Vec<Effect>) {
         let mut queue: VecDeque<Effect> = effects.into();
         group.send_prepares_first(&mut queue);
-        // The newest checkpoint installed from a peer among these effects.
         let mut installed_at = 0;
         while let Some(effect) = queue.pop_front() {
             let mut more = Vec::new();
@@ -382,13 +380,9 @@ impl<E: Env> Shard<E> {
         // A checkpoint replaced the state: the offset files follow it now, the logs as soon
         // as their gaps are filled.
         if group.replica().state_machine_mut().take_restored() {
-            // Commits still waiting to be made here that a state installed from a peer covers
-            // are in it already: made now, an offset store among them would go back in time.
-            // Not the replica's latest checkpoint: a restart applies its journal's committed
-            // ops before handing them here, checkpointing on the way, and those commits (in
-            // `blocked` behind a gap) are in no state the partitions got (seed 10045 of 2,000
-            // steps dropped them on every node, and their journal entries with the next
-            // checkpoint).
+            // Waiting commits a state installed from a peer covers are in it already (made
+            // now, an offset store would go back in time); a restart's own checkpoints cover
+            // nothing the partitions got (seed 10045).
             group.blocked.borrow_mut().retain(|blocked| blocked.entry.op > installed_at);
             self.adopt_incarnations(group).await;
             self.adopt_group_offsets(group).await;
@@ -398,11 +392,9 @@ impl<E: Env> Shard<E> {
         }
     }
 
-    /// Stores a checkpoint once the partitions hold every batch it covers on disk (the
-    /// journal entries it covers are dropped with it); until then the journal keeps them.
-    /// One installed from a peer is stored at once: the journal never held what it covers,
-    /// and the replica vouches for entries above it now (seed 406 lost acknowledged ops
-    /// across a power cut). What the partitions lack below it comes from peers.
+    /// Stores a checkpoint once the partitions hold every batch it covers on disk (its journal
+    /// entries go with it). One installed from a peer is stored at once: the replica vouches
+    /// for entries above it now (seed 406); the partitions get what it covers from peers.
     async fn checkpoint_group(&self, group: &PartitionGroup<E>, cp: &Checkpoint, installed: bool) -> io::Result<()> {
         if !installed && !group.blocked.borrow().is_empty() {
             return Ok(());
@@ -418,10 +410,10 @@ impl<E: Env> Shard<E> {
             partition.refresh(&log);
             if let Err(error) = flushed {
                 tracing::warn!(%error, installed, partition = %namespace_label(namespace), "a partition cannot be flushed for a group checkpoint");
-                match installed {
-                    true => continue,
-                    false => return Ok(()),
+                if !installed {
+                    return Ok(());
                 }
+                continue;
             }
             group.dirty.borrow_mut().remove(&namespace);
         }
