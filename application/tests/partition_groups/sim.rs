@@ -507,7 +507,7 @@ impl Sim {
 /// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, then with two (`PARTITION_GROUP_SHARDS` picks one).
-const FOUND_BUGS: [(u64, u64); 14] = [
+const FOUND_BUGS: [(u64, u64); 16] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -522,6 +522,8 @@ const FOUND_BUGS: [(u64, u64); 14] = [
     (1287, SIM_STEPS),
     (3188, SIM_STEPS),
     (10045, 2_000),
+    (12467, 2_000),
+    (12886, 2_000),
 ];
 
 #[test]
