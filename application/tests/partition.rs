@@ -263,3 +263,31 @@ fn a_send_far_past_the_thresholds_writes_one_chunk_and_not_what_a_flusher_took_o
     assert_eq!(log.unsaved_messages(), 3, "three batches of one message each stay journaled");
     assert_eq!(read_all(&log, 0, 10).len(), 4);
 }
+
+#[test]
+fn a_log_restarted_past_its_end_goes_on_from_there_and_keeps_its_stored_offsets() {
+    let storage = SimStorage::new();
+    let batch_len = batch_of(0, 2).len() as u64;
+    let mut log = open(&storage, settings(batch_len * 3, false));
+    for i in 0..5 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    block_on(log.flush(&storage, true)).unwrap();
+    let consumer = ConsumerKey::Consumer(1);
+    block_on(log.offsets.store(&storage, consumer, 3, true)).unwrap();
+    assert_eq!(log.segments_count(), 2);
+    // A replicated copy whose peers deleted everything it lacks (offsets 10..40).
+    block_on(log.restart_at(&storage, 40)).unwrap();
+    assert_eq!((log.first_offset(), log.next_offset(), log.segments_count()), (40, 40, 1));
+    assert_eq!(log.offsets.get(consumer), Some(3));
+    assert!(block_on(log.append_replicated(&storage, batch_of(40, 2), 40, 5)).unwrap().is_some());
+    block_on(log.flush(&storage, true)).unwrap();
+    assert_eq!(read_all(&log, 40, 100), vec!["message-0040", "message-0041"]);
+    let reopened = open(&storage, settings(batch_len * 3, false));
+    assert_eq!((reopened.first_offset(), reopened.next_offset()), (40, 42));
+    assert_eq!(read_all(&reopened, 40, 100), vec!["message-0040", "message-0041"]);
+    assert_eq!(reopened.offsets.get(consumer), Some(3));
+    let names = block_on(storage.list_dir(Path::new("/p"))).unwrap();
+    let old = ["00000000000000000000.log", "00000000000000000006.log", "00000000000000000006.index"];
+    assert!(old.iter().all(|name| !names.contains(&name.to_string())), "old segments gone: {names:?}");
+}

@@ -10,7 +10,7 @@ use rill_domain::dedup::DedupWindow;
 use rill_domain::retention::SealedSegment;
 use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
 
-use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, batch_matches, within_frame};
+use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, Segment, batch_matches, within_frame};
 use crate::memory_pool::PoolSlice;
 use crate::partition::DamagedBatch;
 use crate::ports::{Storage, StorageFile};
@@ -124,6 +124,44 @@ impl<S: Storage> PartitionLog<S> {
         Ok(detached)
     }
 
+    /// Starts the log again, empty, at `offset` past its end; the stored consumer offsets
+    /// stay. A replicated copy whose peers deleted the segments it still lacks goes on from
+    /// where theirs start. Every segment's files are renamed away before the new one is
+    /// made, so a crash in between opens an empty log (whose gap asks the peers again), never
+    /// old segments with a hole before the new one.
+    pub async fn restart_at(&mut self, storage: &S, offset: u64) -> io::Result<()> {
+        let mut detached = Detached::default();
+        for start in self.segments.iter().map(|segment| segment.start_offset).collect::<Vec<_>>() {
+            for name in [index_file_name(start), log_file_name(start)] {
+                let deleted = self.dir.join(format!("{name}{DELETED_SUFFIX}"));
+                if let Err(error) = storage.rename(&self.dir.join(&name), &deleted).await {
+                    self.write_failure = Some(error.kind());
+                    return Err(error);
+                }
+                detached.paths.push(deleted);
+            }
+        }
+        let segment = match Segment::create(storage, &self.dir, offset, self.settings.direct_log).await {
+            Ok(segment) => segment,
+            Err(error) => {
+                self.write_failure = Some(error.kind());
+                return Err(error);
+            }
+        };
+        self.segments = vec![segment];
+        self.journal.clear();
+        (self.journal_messages, self.journal_bytes, self.deferred) = (0, 0, (0, 0));
+        self.next_offset = offset;
+        self.write_failure = None;
+        self.reported.clear();
+        self.generation += 1;
+        if let Some(window) = self.settings.deduplication {
+            self.dedup = Some(DedupWindow::new(window.max_entries, window.expiry_us));
+        }
+        storage.sync_dir(&self.dir).await?;
+        remove_detached(storage, &detached).await
+    }
+
     /// Where the partition would start after its `count` oldest sealed segments went: the
     /// start of the first segment kept (the active one at most).
     pub fn start_after_oldest(&self, count: u32) -> u64 {
@@ -132,8 +170,13 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Deletes the sealed segments that end at or below offset `below` (a replicated
-    /// DELETE_SEGMENTS): a segment holding `below` or anything after it stays.
+    /// DELETE_SEGMENTS): a segment holding `below` or anything after it stays. Journaled
+    /// batches are written first: where segments split must not depend on when this copy
+    /// last flushed, or replicas would delete different messages.
     pub async fn delete_segments_below(&mut self, storage: &S, below: u64) -> io::Result<Detached> {
+        if !self.journal.is_empty() {
+            self.flush(storage, false).await?;
+        }
         let whole = self.segments.windows(2).take_while(|pair| pair[1].start_offset <= below).count();
         self.delete_segments(storage, whole as u32).await
     }

@@ -628,10 +628,10 @@ impl<E: Env> Shard<E> {
                 let range = (*from_offset, *to_offset);
                 return self.serve_batches(group, *replica, (*partition, *incarnation), range).await;
             }
-            Message::Batches { replica, partition, incarnation, from_offset, batches } => {
+            Message::Batches { replica, partition, incarnation, from_offset, log_start, batches } => {
                 let _pump = group.pump.lock().await;
                 let (peer, key, incarnation, from_offset) = (*replica, *partition, *incarnation, *from_offset);
-                let answer = PeerBatches { peer, key, incarnation, from_offset, bytes: batches };
+                let answer = PeerBatches { peer, key, incarnation, from_offset, log_start: *log_start, bytes: batches };
                 self.receive_batches(group, answer).await;
                 return self.retry_blocked(group).await;
             }

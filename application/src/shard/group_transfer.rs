@@ -22,8 +22,8 @@ use super::Shard;
 use super::group::{PartitionGroup, Target, consumer_key_of};
 use super::maintenance::namespace_label;
 use crate::memory_pool::PoolSlice;
-use crate::partition::DamagedBatch;
 use crate::partition::REPLY_ROOM;
+use crate::partition::{DamagedBatch, PartitionLog};
 use crate::ports::Env;
 use crate::replication::TICK_MS;
 
@@ -252,15 +252,17 @@ impl<E: Env> Shard<E> {
         if to >= membership.replica_count || to == membership.replica_id {
             return;
         }
-        let mut batches = Vec::new();
+        let (mut batches, mut log_start) = (Vec::new(), 0);
         if let Target::Open(namespace, partition) = self.group_partition(key) {
             let plan = {
                 let log = partition.log.lock().await;
                 // Whole batches only: one cut at `until` could not be stored as it is.
                 let count = if until > from { log.whole_batches_through(from, until - 1) } else { 0 };
-                let same = partition.incarnation.get() == incarnation;
-                (same && !partition.closed.get() && from >= log.first_offset() && count > 0)
-                    .then(|| log.plan_poll(from, count, self.shared.pool))
+                let same = partition.incarnation.get() == incarnation && !partition.closed.get();
+                if same {
+                    log_start = log.first_offset();
+                }
+                (same && from >= log.first_offset() && count > 0).then(|| log.plan_poll(from, count, self.shared.pool))
             };
             if let Some(plan) = plan {
                 match plan.read().await {
@@ -276,6 +278,7 @@ impl<E: Env> Shard<E> {
             partition: key,
             incarnation,
             from_offset: from,
+            log_start,
             batches,
         };
         group.network.send(to, message);
@@ -285,12 +288,22 @@ impl<E: Env> Shard<E> {
     /// the log ends) and written at its offset; the rest is asked for at once. Runs under the
     /// pump lock, so no committed send is written into the partition meanwhile.
     async fn fill_gap(&self, group: &PartitionGroup<E>, answer: &PeerBatches<'_>) {
-        let PeerBatches { peer: from, key, incarnation, from_offset, bytes } = *answer;
+        let PeerBatches { peer: from, key, incarnation, from_offset, log_start, bytes } = *answer;
         let Target::Open(namespace, partition) = self.group_partition(key) else { return };
         let Some(target) = group.gaps.borrow().get(&namespace).map(|gap| gap.target) else { return };
         let mut log = partition.log.lock().await;
         if partition.closed.get() || partition.incarnation.get() != incarnation || log.next_offset() != from_offset {
             return;
+        }
+        // The peer's copy starts past this one's: committed deletions (DELETE_SEGMENTS ops,
+        // which this copy may never apply: a state installed from a peer covers them) took
+        // that prefix. This copy drops it too, or goes on from there if it lacks it all.
+        if log_start > from_offset {
+            if let Err(error) = log.restart_at(&self.storage, log_start).await {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot start a copy again past the segments its peers deleted");
+                return;
+            }
+            tracing::warn!(partition = %namespace_label(namespace), peer = from, from = from_offset, to = log_start, "the peers deleted the segments this copy lacked; it goes on from their first offset");
         }
         let mut at = 0;
         while log.next_offset() < target && at + BATCH_HEADER_SIZE <= bytes.len() {
@@ -315,6 +328,11 @@ impl<E: Env> Shard<E> {
             }
             at += stored.len();
         }
+        // Once the fetched batches are in, the segment holding what the peer's copy no longer
+        // has may be sealed here too.
+        if log_start > log.first_offset() {
+            self.delete_what_peers_deleted(namespace, &mut log, log_start, from).await;
+        }
         let next_offset = log.next_offset();
         partition.refresh(&log);
         drop(log);
@@ -328,6 +346,27 @@ impl<E: Env> Shard<E> {
                 gap.attempts = gap.attempts.saturating_sub(1);
             }
             self.ask_for_batches(group, namespace, next_offset);
+        }
+    }
+
+    /// Deletes this copy's sealed segments that end at or below `log_start`, where a peer's
+    /// copy starts: the deletions that took them there committed while this copy lagged.
+    async fn delete_what_peers_deleted(
+        &self,
+        namespace: Namespace,
+        log: &mut PartitionLog<E::Storage>,
+        log_start: u64,
+        peer: u8,
+    ) {
+        match log.delete_segments_below(&self.storage, log_start).await {
+            Ok(deleted) if deleted.segments > 0 => {
+                let (segments, label) = (deleted.segments, namespace_label(namespace));
+                tracing::info!(partition = %label, peer, below = log_start, segments, "deleted the segments the peers deleted while this copy lagged");
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, partition = %namespace_label(namespace), "cannot delete the segments the peers deleted")
+            }
         }
     }
 
@@ -378,7 +417,7 @@ impl<E: Env> Shard<E> {
     /// batches for a gap; ignored unless of the incarnation this node's copy is in (an
     /// answer to a request made before a purge or a recreation holds the old one's).
     pub(super) async fn receive_batches(&self, group: &PartitionGroup<E>, answer: PeerBatches<'_>) {
-        let PeerBatches { peer: from, key, incarnation, from_offset, bytes } = answer;
+        let PeerBatches { peer: from, key, incarnation, from_offset, bytes, .. } = answer;
         let Some(namespace) = Namespace::from_packed(key) else { return };
         let Some(damaged) = group.repairs.borrow().get(&(namespace, from_offset)).map(|r| r.damaged.clone()) else {
             return self.fill_gap(group, &answer).await;
@@ -416,6 +455,8 @@ pub(super) struct PeerBatches<'a> {
     pub(super) key: u64,
     pub(super) incarnation: u64,
     pub(super) from_offset: u64,
+    /// The peer's first stored offset: past `from_offset`, a deletion took what was asked.
+    pub(super) log_start: u64,
     pub(super) bytes: &'a [u8],
 }
 

@@ -108,9 +108,15 @@ impl<E: Env> Shard<E> {
         let dir = self.partition_dir(namespace);
         let marker = dir.join(CREATED_AT_MARKER);
         let recorded = read_marker(&self.storage, &marker).await;
+        // A purge recorded here outlives the emptying: it may be a later one than the reset
+        // that empties the copy now, which the copy still lags (seed 14316).
+        let purged = read_marker(&self.storage, &dir.join(PURGED_MARKER)).await;
         log.purge(&self.storage).await?;
         if let Some(created_at) = recorded {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
+        }
+        if let Some(purged) = purged {
+            write_marker(&self.storage, &dir, &dir.join(PURGED_MARKER), purged).await?;
         }
         match reset {
             Some(incarnation) => write_marker(&self.storage, &dir, &dir.join(RESET_MARKER), incarnation).await,

@@ -1,20 +1,25 @@
 //! Seeded runs of a three-node partition group: sends and polls from clients on every node,
 //! purges and recreations of the topic, nodes killed (or powered off) and started again,
-//! the whole cluster powered off at once,
-//! a node cut off from the plane, a plane that drops, duplicates and reorders messages, and
-//! consumer offsets stored through any node. Checked as it runs (a poll serves offsets from 0 without a gap, only messages
-//! sent to that partition, and none a purge or recreation finished before the poll removed)
-//! and at the end, once every node is up and the plane whole (every node serves the same
-//! messages and stored offsets, every acknowledged send after the last reset is there once,
-//! every one acknowledged before it is gone, the stored offset is the last one acknowledged
-//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) from `PARTITION_GROUP_SEED_START`, and `PARTITION_GROUP_SEED`.
+//! the whole cluster powered off at once, a node cut off from the plane, a plane that drops,
+//! duplicates and reorders messages, and consumer offsets stored through any node; in segment
+//! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node.
+//! Checked as it runs (a poll serves offsets without a gap, from 0 unless a deletion was asked
+//! for, only messages sent to that partition, and none a purge or recreation finished before
+//! the poll removed) and at the end, once every node is up and the plane whole (every node
+//! serves the same messages and stored offsets, every acknowledged send after the last reset
+//! is there once unless a deletion asked after it took it with everything before it, every
+//! one acknowledged before the reset is gone, the stored offset is the last one acknowledged
+//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) from
+//! `PARTITION_GROUP_SEED_START`, and `PARTITION_GROUP_SEED`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
+use rill_domain::constants::MIN_SEGMENT_SIZE_BYTES;
 use rill_domain::identifier::Identifier;
 use rill_domain::wire::command::{Command, Consumer, TopicRef};
+use rill_domain::wire::tlv;
 
 use super::*;
 
@@ -32,10 +37,22 @@ struct SendRecord {
     acked: Option<u64>,
 }
 
+/// A DELETE_SEGMENTS the run asked for (one sealed segment of a partition, through a node).
+struct Deletion {
+    partition: u32,
+    submitted: u64,
+}
+
+/// What a payload is known by: padding (a bulky send that fills segments) follows a `|`.
+fn key(payload: &str) -> &str {
+    payload.split('|').next().unwrap_or(payload)
+}
+
 enum Done {
     Send { node: u8, client: Client, payloads: Vec<String>, result: Result<Vec<u8>, u32> },
     Poll { node: u8, client: Client, partition: u32, submitted: u64, result: Result<Vec<u8>, u32> },
     Store { node: u8, client: Client, partition: u32, offset: u64, result: Result<Vec<u8>, u32> },
+    Delete { node: u8, client: Client, partition: u32, result: Result<Vec<u8>, u32> },
 }
 
 /// What a partition's stored consumer offset must be: a store at most in flight at a time,
@@ -55,6 +72,10 @@ struct Sim {
     seed: u64,
     shards_per_node: u16,
     rng: Rng,
+    /// Segment runs only: 1 MiB segments, bulky sends and DELETE_SEGMENTS, drawn from a
+    /// generator of their own so the other draws stay those of the plain run.
+    segments: Option<Rng>,
+    deletions: Vec<Deletion>,
     cluster: Cluster,
     stream: u32,
     step: u64,
@@ -70,7 +91,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64, shards_per_node: u16) -> Self {
+    fn new(seed: u64, shards_per_node: u16, segments: bool) -> Self {
         if std::env::var_os("PARTITION_GROUP_LOG").is_some() {
             let _ = tracing_subscriber::fmt().with_test_writer().with_ansi(false).try_init();
         }
@@ -86,6 +107,8 @@ impl Sim {
             seed,
             shards_per_node,
             rng,
+            segments: segments.then(|| Rng::seeded(seed ^ 0x5e9)),
+            deletions: Vec::new(),
             cluster,
             stream: 0,
             step: 0,
@@ -110,10 +133,10 @@ impl Sim {
     }
 
     fn fail(&self, what: String) -> ! {
-        let (seed, shards, step) = (self.seed, self.shards_per_node, self.step);
+        let (seed, shards, step, segments) = (self.seed, self.shards_per_node, self.step, self.segments.is_some());
         panic!(
-            "seed {seed}, {shards} shard(s) a node, step {step}: {what} \
-             (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={shards})"
+            "seed {seed}, {shards} shard(s) a node, segments {segments}, step {step}: {what} \
+             (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={shards} PARTITION_GROUP_SEGMENTS={segments})"
         );
     }
 
@@ -127,6 +150,9 @@ impl Sim {
         let mut body = numeric(self.stream);
         body.extend_from_slice(&PARTITIONS.to_le_bytes());
         body.extend_from_slice(&[1, b't']);
+        if self.segments.is_some() {
+            tlv::put(&mut body, "segment_size", tlv::KIND_UINT64, &MIN_SEGMENT_SIZE_BYTES.to_le_bytes());
+        }
         body
     }
 
@@ -179,6 +205,9 @@ impl Sim {
             780..=782 if self.down.is_none() => self.power_cut(),
             _ => {}
         }
+        if self.segments.as_mut().is_some_and(|rng| rng.chance(2)) {
+            self.submit_delete();
+        }
     }
 
     fn up_node_with_client(&mut self) -> Option<u8> {
@@ -193,18 +222,36 @@ impl Sim {
         let count = 1 + self.rng.below(3);
         let send = self.next_send;
         self.next_send += 1;
-        let payloads: Vec<String> = (0..count).map(|i| format!("{}:{send}:{partition}:{i}", self.seed)).collect();
+        let mut payloads: Vec<String> = (0..count).map(|i| format!("{}:{send}:{partition}:{i}", self.seed)).collect();
         for payload in &payloads {
             self.sends.insert(payload.clone(), SendRecord { partition, submitted: self.step, acked: None });
         }
+        // Every third send of a segment run carries 100-300 KB, so 1 MiB segments fill and seal.
+        if let Some(rng) = self.segments.as_mut()
+            && rng.chance(33)
+        {
+            let pad = 100_000 + rng.below(200_000) as usize;
+            payloads[0] = format!("{}|{}", payloads[0], "x".repeat(pad));
+        }
         let bytes: Vec<&[u8]> = payloads.iter().map(|p| p.as_bytes()).collect();
         let frame = client.frame(operation::SEND_MESSAGES, 0, &send_body(self.stream, partition, &bytes).0);
+        self.spawn(node, client, frame, move |client, result| Done::Send { node, client, payloads, result });
+    }
+
+    /// Runs a client's request on `node`; its end is collected as `done_as` makes it.
+    fn spawn(
+        &self,
+        node: u8,
+        client: Client,
+        frame: Vec<u8>,
+        done_as: impl FnOnce(Client, Result<Vec<u8>, u32>) -> Done + 'static,
+    ) {
         let done = self.done.clone();
         self.cluster.running.borrow_mut().push((
             node,
             Box::pin(async move {
                 let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
-                done.borrow_mut().push(Done::Send { node, client, payloads, result: reply_of(outcome) });
+                done.borrow_mut().push(done_as(client, reply_of(outcome)));
             }),
         ));
     }
@@ -215,14 +262,14 @@ impl Sim {
         let partition = self.rng.below(u64::from(PARTITIONS)) as u32;
         let body = poll_body(self.stream, partition, 0, 1000);
         let frame = client.frame(operation::NON_REPLICATED, code::POLL_MESSAGES, &body);
-        let (done, submitted) = (self.done.clone(), self.step);
-        self.cluster.running.borrow_mut().push((
+        let submitted = self.step;
+        self.spawn(node, client, frame, move |client, result| Done::Poll {
             node,
-            Box::pin(async move {
-                let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
-                done.borrow_mut().push(Done::Poll { node, client, partition, submitted, result: reply_of(outcome) });
-            }),
-        ));
+            client,
+            partition,
+            submitted,
+            result,
+        });
     }
 
     /// Stores consumer 1's offset on a partition with no store in flight.
@@ -237,33 +284,43 @@ impl Sim {
         self.offsets[partition as usize].in_flight = Some(node);
         let store = Command::StoreConsumerOffset {
             consumer: Consumer::Single(Identifier::Numeric(1)),
-            topic: TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) },
+            topic: self.topic_ref_command(),
             partition_id: Some(partition),
             offset,
         };
         let request = store.encode().expect("a store encodes");
         let frame = client.frame(request.operation, request.code, &request.body);
-        let done = self.done.clone();
-        self.cluster.running.borrow_mut().push((
-            node,
-            Box::pin(async move {
-                let outcome = client.system.clone().handle(&client.connection, PoolBuf::plain(frame)).await;
-                done.borrow_mut().push(Done::Store { node, client, partition, offset, result: reply_of(outcome) });
-            }),
-        ));
+        self.spawn(node, client, frame, move |client, result| Done::Store { node, client, partition, offset, result });
     }
 
     /// Consumer 1's stored offset on `partition` as `node` serves it.
     fn stored_offset(&mut self, node: u8, partition: u32) -> Option<u64> {
         let get = Command::GetConsumerOffset {
             consumer: Consumer::Single(Identifier::Numeric(1)),
-            topic: TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) },
+            topic: self.topic_ref_command(),
             partition_id: Some(partition),
         };
         let request = get.encode().expect("a get encodes");
         let body = self.cluster.call(node, request.operation, request.code, &request.body);
         let body = body.unwrap_or_else(|status| self.fail(format!("node {node}: get offset answered {status}")));
         (body.len() >= 20).then(|| u64::from_le_bytes(body[12..20].try_into().expect("eight bytes")))
+    }
+
+    /// Asks a node to delete a partition's oldest sealed segment (refused while it has none).
+    fn submit_delete(&mut self) {
+        let Some(rng) = self.segments.as_mut() else { return };
+        let (node, partition) = (rng.below(u64::from(NODES)) as u8, rng.below(u64::from(PARTITIONS)) as u32);
+        let Some(mut client) = self.idle[node as usize].pop() else { return };
+        self.deletions.push(Deletion { partition, submitted: self.step });
+        let delete =
+            Command::DeleteSegments { topic: self.topic_ref_command(), partition_id: partition, segments_count: 1 };
+        let request = delete.encode().expect("a deletion encodes");
+        let frame = client.frame(request.operation, request.code, &request.body);
+        self.spawn(node, client, frame, move |client, result| Done::Delete { node, client, partition, result });
+    }
+
+    fn topic_ref_command(&self) -> TopicRef {
+        TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) }
     }
 
     fn kill(&mut self) {
@@ -274,7 +331,10 @@ impl Sim {
         // Requests in flight on it are lost with it: their sends may or may not be stored.
         self.idle[node as usize].clear();
         self.done.borrow_mut().retain(|done| match done {
-            Done::Send { node: n, .. } | Done::Poll { node: n, .. } | Done::Store { node: n, .. } => *n != node,
+            Done::Send { node: n, .. }
+            | Done::Poll { node: n, .. }
+            | Done::Store { node: n, .. }
+            | Done::Delete { node: n, .. } => *n != node,
         });
         self.lose_stores_through(|through| through == node);
         self.down = Some((node, self.step));
@@ -355,10 +415,13 @@ impl Sim {
         for done in finished {
             match done {
                 Done::Send { node, client, payloads, result } => {
-                    self.trace(|| format!("send {payloads:?} on node {node}: {:?}", result.as_ref().map(drop)));
+                    self.trace(|| {
+                        let keys: Vec<&str> = payloads.iter().map(|p| key(p)).collect();
+                        format!("send {keys:?} on node {node}: {:?}", result.as_ref().map(drop))
+                    });
                     if result.is_ok() {
                         for payload in &payloads {
-                            self.sends.get_mut(payload).expect("recorded").acked = Some(self.step);
+                            self.sends.get_mut(key(payload)).expect("recorded").acked = Some(self.step);
                         }
                     }
                     self.idle[node as usize].push(client);
@@ -381,6 +444,10 @@ impl Sim {
                     stored.across_reset = false;
                     self.idle[node as usize].push(client);
                 }
+                Done::Delete { node, client, partition, result } => {
+                    self.trace(|| format!("delete a segment of partition {partition} via node {node}: {result:?}"));
+                    self.idle[node as usize].push(client);
+                }
                 Done::Poll { node, client, partition, submitted, result } => {
                     if let Ok(body) = result {
                         let served = messages(&body[16..]);
@@ -392,14 +459,20 @@ impl Sim {
         }
     }
 
-    /// A poll from offset 0 submitted at `submitted`: offsets from 0 without a gap, only
-    /// messages sent to this partition, none removed by a reset that ended before it.
+    /// A poll from offset 0 submitted at `submitted`: offsets from 0 without a gap (from a
+    /// later one only once a deletion was asked for), only messages sent to this partition,
+    /// none removed by a reset that ended before it.
     fn check_served(&self, node: u8, partition: u32, submitted: u64, served: &[(u64, String)]) {
         let last_reset = self.resets.iter().copied().filter(|&r| r < submitted).max();
+        let first = served.first().map_or(0, |(offset, _)| *offset);
+        if first > 0 && !self.deletions.iter().any(|deletion| deletion.partition == partition) {
+            self.fail(format!("node {node} partition {partition}: starts at {first}, and no segment was deleted"));
+        }
         for (index, (offset, payload)) in served.iter().enumerate() {
-            if *offset != index as u64 {
+            if *offset != first + index as u64 {
                 self.fail(format!("node {node} partition {partition}: offset {offset} at position {index}"));
             }
+            let payload = key(payload);
             let Some(send) = self.sends.get(payload) else {
                 self.fail(format!("node {node} partition {partition}: {payload} was never sent"));
             };
@@ -437,22 +510,40 @@ impl Sim {
             self.cluster.pass(1);
         }
         let Some((agreed, stored)) = agreed else {
-            let views: Vec<_> = (0..NODES).map(|n| self.view(n)).collect();
+            // Each node's partitions as (first offset, messages, last one), and its stored offsets.
+            let views: Vec<_> = (0..NODES)
+                .map(|n| {
+                    let (served, stored) = self.view(n);
+                    let logs: Vec<_> =
+                        served.iter().map(|log| (log.first().map(|m| m.0), log.len(), log.last().cloned())).collect();
+                    (logs, stored)
+                })
+                .collect();
             self.fail(format!("the nodes never agree: {views:?}"));
         };
         self.check_stored_offsets(&stored);
         let last_reset = self.resets.last().copied().unwrap_or(0);
         for (partition, served) in agreed.iter().enumerate() {
             self.check_served(0, partition as u32, self.step, served);
-            let held: BTreeSet<&String> = served.iter().map(|(_, payload)| payload).collect();
+            let held: BTreeSet<&str> = served.iter().map(|(_, payload)| key(payload)).collect();
             if held.len() != served.len() {
-                self.fail(format!("partition {partition} holds a message twice: {served:?}"));
+                self.fail(format!("partition {partition} holds a message twice: {held:?}"));
             }
+            // Deletions take a prefix: a held message acknowledged before a missing one was
+            // sent lies below it, so it would be gone too.
+            let first_held_acked = held.iter().filter_map(|payload| self.sends[*payload].acked).min();
             for (payload, send) in &self.sends {
                 let after_reset = send.submitted > last_reset;
-                if send.partition == partition as u32 && after_reset && send.acked.is_some() && !held.contains(payload)
+                if send.partition == partition as u32
+                    && after_reset
+                    && send.acked.is_some()
+                    && !held.contains(&**payload)
                 {
-                    self.fail(format!("partition {partition} lost {payload}, acknowledged at {:?}", send.acked));
+                    let asked =
+                        self.deletions.iter().any(|d| d.partition == send.partition && d.submitted > send.submitted);
+                    if !asked || first_held_acked.is_some_and(|first| first < send.submitted) {
+                        self.fail(format!("partition {partition} lost {payload}, acknowledged at {:?}", send.acked));
+                    }
                 }
             }
         }
@@ -488,7 +579,13 @@ impl Sim {
     #[allow(clippy::type_complexity)]
     fn view(&mut self, node: u8) -> (Vec<Vec<(u64, String)>>, Vec<Option<u64>>) {
         let stored = (0..PARTITIONS).map(|partition| self.stored_offset(node, partition)).collect();
-        (self.cluster.served(node, self.stream), stored)
+        // Bulky payloads by their key and length: failure messages stay readable.
+        let short = |(offset, payload): (u64, String)| match payload.len() > 100 {
+            true => (offset, format!("{}|{}", key(&payload), payload.len())),
+            false => (offset, payload),
+        };
+        let served = self.cluster.served(node, self.stream);
+        (served.into_iter().map(|partition| partition.into_iter().map(short).collect()).collect(), stored)
     }
 
     /// The stored offsets every node agrees on are, where the run knows it, the ones last
@@ -506,8 +603,9 @@ impl Sim {
 /// Seeds past the default range that once failed (docs/testing.md says what each found), and
 /// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
-/// a node, then with two (`PARTITION_GROUP_SHARDS` picks one).
-const FOUND_BUGS: [(u64, u64); 16] = [
+/// a node, with two, and as a segment run (`PARTITION_GROUP_SHARDS` and
+/// `PARTITION_GROUP_SEGMENTS=true|false` pick one).
+const FOUND_BUGS: [(u64, u64); 20] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -524,6 +622,11 @@ const FOUND_BUGS: [(u64, u64); 16] = [
     (10045, 2_000),
     (12467, 2_000),
     (12886, 2_000),
+    (14316, 2_000),
+    // Found by the segment runs (1 MiB segments, deletions).
+    (26, SIM_STEPS),
+    (100, SIM_STEPS),
+    (180, SIM_STEPS),
 ];
 
 #[test]
@@ -539,19 +642,23 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
             (start..end).map(|seed| (seed, steps)).chain(found).collect()
         }
     };
-    let shards: Vec<u16> = match std::env::var("PARTITION_GROUP_SHARDS") {
-        Ok(count) => vec![count.parse().expect("1 or 2")],
-        Err(_) => vec![1, 2],
-    };
-    for count in shards {
+    // One shard a node, two, and one with 1 MiB segments, bulky sends and segment deletions.
+    let modes: Vec<(u16, bool)> =
+        match (std::env::var("PARTITION_GROUP_SHARDS"), std::env::var("PARTITION_GROUP_SEGMENTS")) {
+            (Ok(count), segments) => vec![(count.parse().expect("1 or 2"), segments.is_ok_and(|s| s == "true"))],
+            (Err(_), Ok(segments)) => vec![(1, segments == "true")],
+            (Err(_), Err(_)) => vec![(1, false), (2, false), (1, true)],
+        };
+    for (count, segments) in modes {
         for &(seed, steps) in &runs {
             // A harness check that fails (a reset refused, a request that never ends) names
             // no seed itself.
-            let run = std::panic::catch_unwind(|| Sim::new(seed, count).run(steps));
+            let run = std::panic::catch_unwind(|| Sim::new(seed, count, segments).run(steps));
             if run.is_err() {
                 panic!(
-                    "seed {seed}, {count} shard(s) a node, {steps} steps (replay: PARTITION_GROUP_SEED={seed} \
-                     PARTITION_GROUP_SHARDS={count} PARTITION_GROUP_STEPS={steps})"
+                    "seed {seed}, {count} shard(s) a node, segments {segments}, {steps} steps (replay: \
+                     PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={count} PARTITION_GROUP_SEGMENTS={segments} \
+                     PARTITION_GROUP_STEPS={steps})"
                 );
             }
         }

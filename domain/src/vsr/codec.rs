@@ -123,8 +123,8 @@ fn put_message(w: &mut Writer, message: &Message) {
         Message::RequestBatches { replica, partition, incarnation, from_offset, to_offset } => {
             w.u8(REQUEST_BATCHES).u8(*replica).u64(*partition).u64(*incarnation).u64(*from_offset).u64(*to_offset)
         }
-        Message::Batches { replica, partition, incarnation, from_offset, batches } => {
-            w.u8(BATCHES).u8(*replica).u64(*partition).u64(*incarnation).u64(*from_offset).blob(batches)
+        Message::Batches { replica, partition, incarnation, from_offset, log_start, batches } => {
+            w.u8(BATCHES).u8(*replica).u64(*partition).u64(*incarnation).u64(*from_offset).u64(*log_start).blob(batches)
         }
     };
 }
@@ -208,6 +208,7 @@ fn read_message(r: &mut Reader<'_>) -> Result<Message, MessageError> {
             partition: r.u64()?,
             incarnation: r.u64()?,
             from_offset: r.u64()?,
+            log_start: r.u64()?,
             batches: r.blob()?,
         },
         _ => return Err(MessageError::UnknownKind),
@@ -434,9 +435,17 @@ mod tests {
                 partition: 1 << 40 | 7,
                 incarnation: 5,
                 from_offset: 10,
+                log_start: 4,
                 batches: vec![3; 90],
             },
-            Message::Batches { replica: 1, partition: 9, incarnation: u64::MAX, from_offset: 0, batches: Vec::new() },
+            Message::Batches {
+                replica: 1,
+                partition: 9,
+                incarnation: u64::MAX,
+                from_offset: 0,
+                log_start: 70,
+                batches: Vec::new(),
+            },
         ]
     }
 

@@ -136,12 +136,15 @@ pub enum Message {
     },
     /// Whole stored batches of `partition` from `from_offset` on, end to end, as the sender
     /// stores them in `incarnation` (none when it has none from there, or its copy is in
-    /// another incarnation). The replica ignores it.
+    /// another incarnation). `log_start` is the sender's first stored offset in that
+    /// incarnation (0 when its copy is in another): above `from_offset`, a deletion removed
+    /// what was asked for. The replica ignores it.
     Batches {
         replica: u8,
         partition: u64,
         incarnation: u64,
         from_offset: u64,
+        log_start: u64,
         batches: Vec<u8>,
     },
 }
