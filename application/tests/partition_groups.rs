@@ -384,3 +384,63 @@ fn a_replica_that_lost_power_replays_nothing_into_a_purged_or_recreated_partitio
 fn two_shards_a_node_replay_nothing_into_a_purged_or_recreated_partition() {
     purge_recreate_and_restart(true, 2);
 }
+
+/// Each message of a partition as its offset and payload length (payloads here are large).
+fn lengths(served: &[Vec<(u64, String)>]) -> Vec<Vec<(u64, usize)>> {
+    served.iter().map(|log| log.iter().map(|(offset, payload)| (*offset, payload.len())).collect()).collect()
+}
+
+/// A node down while a segment deletion commits comes back so far behind that it installs a
+/// peer's state, which covers the deletion's op; its copy of that partition lacks nothing,
+/// so it fetches nothing there, yet it must drop the deleted segment too.
+#[test]
+fn a_replica_that_missed_a_segment_deletion_follows_it_from_the_state_it_installs() {
+    let mut cluster = Cluster::new(1);
+    let streams: Vec<u32> = (0..NODES)
+        .map(|node| create_stream(cluster.nodes[node as usize].client.as_mut().expect("up"), "del"))
+        .collect();
+    let stream = streams[0];
+    let mut create = numeric(stream);
+    create.extend_from_slice(&PARTITIONS.to_le_bytes());
+    create.extend_from_slice(&[1, b't']);
+    let segment_size = rill_domain::constants::MIN_SEGMENT_SIZE_BYTES.to_le_bytes();
+    rill_domain::wire::tlv::put(&mut create, "segment_size", rill_domain::wire::tlv::KIND_UINT64, &segment_size);
+    cluster.everywhere(operation::CREATE_TOPIC, &create);
+    let send = |cluster: &mut Cluster, partition: u32, payload: String| {
+        let body = send_body(stream, partition, &[payload.as_bytes()]).0;
+        cluster.call(0, operation::SEND_MESSAGES, 0, &body).unwrap_or_else(|status| panic!("send: status {status}"));
+    };
+    // 400 KB each: two fill a 1 MiB segment, the third starts the next at offset 2.
+    for i in 0..5 {
+        send(&mut cluster, 0, format!("big {i} {}", "x".repeat(400_000)));
+    }
+    let topic = rill_domain::wire::command::TopicRef {
+        stream: rill_domain::identifier::Identifier::Numeric(stream),
+        topic: rill_domain::identifier::Identifier::Numeric(0),
+    };
+    // Node 2's copy on disk whole, so it lacks nothing of partition 0 when it comes back.
+    let flush =
+        rill_domain::wire::command::Command::FlushUnsavedBuffer { topic: topic.clone(), partition_id: 0, fsync: true };
+    let request = flush.encode().expect("a flush encodes");
+    cluster.call(2, request.operation, request.code, &request.body).expect("node 2 flushes");
+    cluster.kill(2, false);
+    let delete = rill_domain::wire::command::Command::DeleteSegments { topic, partition_id: 0, segments_count: 1 };
+    let request = delete.encode().expect("a deletion encodes");
+    cluster.call(0, request.operation, request.code, &request.body).expect("the deletion commits");
+    // Past what the peers' logs reach, all to the other partition: node 2's copy of
+    // partition 0 will have nothing to fetch.
+    for i in 0..60 {
+        send(&mut cluster, 1, format!("small {i}"));
+    }
+    let want = lengths(&cluster.served(0, stream));
+    assert_eq!(want[0].first().map(|m| m.0), Some(2), "the oldest segment went on node 0");
+    assert_eq!(lengths(&cluster.served(1, stream)), want, "and on node 1");
+    cluster.start(2);
+    for _ in 0..CATCH_UP_TICKS {
+        if lengths(&cluster.served(2, stream)) == want {
+            return;
+        }
+        cluster.pass(1);
+    }
+    assert_eq!(lengths(&cluster.served(2, stream)), want, "node 2 after it caught up");
+}

@@ -16,10 +16,14 @@
 //!   and the op changes nothing otherwise. An incarnation is the metadata timestamp of what
 //!   (re)started the partition, its creation or a purge, the same on every node, so every
 //!   node may submit the same reset and only the first to commit takes effect;
-//! - `DELETE_SEGMENTS` (138): `[partition u64][below u64]`: every replica deletes its sealed
-//!   segments that end at or below offset `below` (the start of the first segment the node
-//!   that took the request keeps), so replicas whose segments split differently never delete
-//!   a message at or above it; the replicated state is unchanged;
+//! - `DELETE_SEGMENTS` (138): `[partition u64][below u64][incarnation u64]`: every replica
+//!   deletes its sealed segments that end at or below offset `below` (the start of the first
+//!   segment the node that took the request keeps), so replicas whose segments split
+//!   differently never delete a message at or above it. The state records `below` as the
+//!   partition's log start (the highest one committed), so a replica that installs the state
+//!   deletes too. Refused with 58 when the partition was started again since `incarnation`
+//!   (the copy `below` was read from): that offset names the old incarnation's messages. A
+//!   16-byte body (from a node before the incarnation joined it) counts as the current one;
 //!
 //! all but the send replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
 //! then unchanged.
@@ -44,6 +48,9 @@ pub struct PartitionGroupState {
     consumer_offsets: BTreeMap<(u64, ConsumerKey), u64>,
     /// The incarnation each reset partition has (0 for one never reset).
     incarnations: BTreeMap<u64, u64>,
+    /// The highest offset a committed deletion named per partition, in its incarnation: its
+    /// copies hold nothing below it that a deletion did not leave (a segment reaching past).
+    log_starts: BTreeMap<u64, u64>,
 }
 
 /// What applying a SEND_MESSAGES assigned: the batch's first offset in its partition.
@@ -77,6 +84,16 @@ pub fn parse_reset_body(body: &[u8]) -> Option<(u64, u64)> {
     (body.len() == 16).then_some((long(body, 0)?, long(body, 8)?))
 }
 
+/// A segment deletion's partition, offset and the incarnation it was read in (none in a body
+/// from before incarnations joined it).
+pub fn parse_delete_body(body: &[u8]) -> Option<(u64, u64, Option<u64>)> {
+    match body.len() {
+        16 => Some((long(body, 0)?, long(body, 8)?, None)),
+        24 => Some((long(body, 0)?, long(body, 8)?, Some(long(body, 16)?))),
+        _ => None,
+    }
+}
+
 /// An offset body's partition and consumer, and the offset a store carries.
 pub fn parse_offset_body(body: &[u8]) -> Option<(u64, ConsumerKey, Option<u64>)> {
     Some((long(body, 0)?, (*body.get(8)?, word(body, 9)?), long(body, 13)))
@@ -95,6 +112,11 @@ impl PartitionGroupState {
     /// The incarnation of `partition`: 0 until a reset named it.
     pub fn incarnation(&self, partition: u64) -> u64 {
         self.incarnations.get(&partition).copied().unwrap_or(0)
+    }
+
+    /// The highest offset a committed deletion named in `partition`'s incarnation (0: none).
+    pub fn log_start(&self, partition: u64) -> u64 {
+        self.log_starts.get(&partition).copied().unwrap_or(0)
     }
 
     /// Every partition a send has named, with its next offset.
@@ -142,11 +164,21 @@ impl PartitionGroupState {
                 if incarnation > self.incarnation(partition) {
                     self.incarnations.insert(partition, incarnation);
                     self.next_offsets.remove(&partition);
+                    self.log_starts.remove(&partition);
                     self.consumer_offsets.retain(|(named, _), _| *named != partition);
                 }
                 Ok(None)
             }
-            operation::DELETE_SEGMENTS => parse_reset_body(body).map(|_| None).ok_or(ErrorCode::InvalidFormat),
+            operation::DELETE_SEGMENTS => {
+                let (partition, below, incarnation) = parse_delete_body(body).ok_or(ErrorCode::InvalidFormat)?;
+                if incarnation.is_some_and(|read_in| read_in < self.incarnation(partition)) {
+                    return Err(ErrorCode::TransientNotAccepted);
+                }
+                let end = self.next_offset(partition).unwrap_or(0);
+                let start = self.log_starts.entry(partition).or_insert(0);
+                *start = (*start).max(below.min(end));
+                Ok(None)
+            }
             _ => Err(ErrorCode::InvalidCommand),
         }
     }
@@ -177,8 +209,10 @@ impl StateMachine for PartitionGroupState {
 
     /// `[partitions u32]` then `[partition u64][next u64]` each, `[offsets u32]` then
     /// `[partition u64][kind u8][id u32][offset u64]` each, then, when any partition was
-    /// reset, `[incarnations u32]` and `[partition u64][incarnation u64]` each (a snapshot
-    /// without that part is one taken before resets existed).
+    /// reset or had segments deleted, `[incarnations u32]` and `[partition u64][incarnation
+    /// u64]` each, then, when segments were deleted, `[log starts u32]` and `[partition
+    /// u64][start u64]` each (a snapshot without those parts is one taken before they existed,
+    /// or of a state without them).
     fn snapshot(&self) -> Vec<u8> {
         let mut out = (self.next_offsets.len() as u32).to_le_bytes().to_vec();
         for (partition, next) in &self.next_offsets {
@@ -192,11 +226,16 @@ impl StateMachine for PartitionGroupState {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
         }
-        if !self.incarnations.is_empty() {
-            out.extend_from_slice(&(self.incarnations.len() as u32).to_le_bytes());
-            for (partition, incarnation) in &self.incarnations {
-                out.extend_from_slice(&partition.to_le_bytes());
-                out.extend_from_slice(&incarnation.to_le_bytes());
+        for (present, map) in [
+            (!self.incarnations.is_empty() || !self.log_starts.is_empty(), &self.incarnations),
+            (!self.log_starts.is_empty(), &self.log_starts),
+        ] {
+            if present {
+                out.extend_from_slice(&(map.len() as u32).to_le_bytes());
+                for (partition, value) in map {
+                    out.extend_from_slice(&partition.to_le_bytes());
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
             }
         }
         out
@@ -220,27 +259,34 @@ impl StateMachine for PartitionGroupState {
             consumer_offsets.insert((partition, consumer), offset.ok_or(InvalidSnapshot)?);
             at += 21;
         }
-        let mut incarnations = BTreeMap::new();
-        if at < snapshot.len() {
-            let count = word(snapshot, at).ok_or(InvalidSnapshot)?;
-            at += 4;
-            for _ in 0..count {
-                let (partition, incarnation) =
-                    parse_reset_body(snapshot.get(at..at + 16).ok_or(InvalidSnapshot)?).ok_or(InvalidSnapshot)?;
-                incarnations.insert(partition, incarnation);
-                at += 16;
-            }
-        }
+        let incarnations = read_pairs(snapshot, &mut at)?;
+        let log_starts = read_pairs(snapshot, &mut at)?;
         if at != snapshot.len() {
             return Err(InvalidSnapshot);
         }
-        *self = Self { next_offsets, consumer_offsets, incarnations };
+        *self = Self { next_offsets, consumer_offsets, incarnations, log_starts };
         Ok(())
     }
 
     fn digest(&self) -> u64 {
         crate::checksum::xxh3_64(&self.snapshot())
     }
+}
+
+/// An optional snapshot section at `at`: `[count u32]` then `[partition u64][value u64]` each;
+/// empty when the snapshot ends there.
+fn read_pairs(snapshot: &[u8], at: &mut usize) -> Result<BTreeMap<u64, u64>, InvalidSnapshot> {
+    let mut pairs = BTreeMap::new();
+    if *at < snapshot.len() {
+        let count = word(snapshot, *at).ok_or(InvalidSnapshot)?;
+        *at += 4;
+        for _ in 0..count {
+            let pair = parse_reset_body(snapshot.get(*at..*at + 16).ok_or(InvalidSnapshot)?).ok_or(InvalidSnapshot)?;
+            pairs.insert(pair.0, pair.1);
+            *at += 16;
+        }
+    }
+    Ok(pairs)
 }
 
 /// Body builders, for the replica plane's callers and the simulator.
@@ -262,9 +308,9 @@ pub fn reset_body(partition: u64, incarnation: u64) -> Vec<u8> {
     [partition.to_le_bytes(), incarnation.to_le_bytes()].concat()
 }
 
-/// A `DELETE_SEGMENTS` body: the same layout as a reset's.
-pub fn delete_segments_body(partition: u64, below: u64) -> Vec<u8> {
-    reset_body(partition, below)
+/// A `DELETE_SEGMENTS` body: the offset `below` was read in the copy's `incarnation`.
+pub fn delete_segments_body(partition: u64, below: u64, incarnation: u64) -> Vec<u8> {
+    [partition.to_le_bytes(), below.to_le_bytes(), incarnation.to_le_bytes()].concat()
 }
 
 pub fn delete_offset_body(partition: u64, consumer: ConsumerKey) -> Vec<u8> {
@@ -357,13 +403,37 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_deletion_is_checked_and_changes_no_state() {
+    fn a_segment_deletion_records_the_log_start_in_its_incarnation_only() {
         let mut state = PartitionGroupState::default();
+        let delete = operation::DELETE_SEGMENTS;
         state.apply_op(operation::SEND_MESSAGES, &send_body(2, 5, b"x")).unwrap();
-        let before = state.clone();
-        assert_eq!(state.apply_op(operation::DELETE_SEGMENTS, &delete_segments_body(2, 3)), Ok(None));
-        assert_eq!(state, before, "offsets go on from where they were");
-        assert_eq!(state.apply_op(operation::DELETE_SEGMENTS, &[0; 17]), Err(ErrorCode::InvalidFormat));
+        assert_eq!(state.apply_op(delete, &delete_segments_body(2, 3, 0)), Ok(None));
+        assert_eq!((state.next_offset(2), state.log_start(2)), (Some(5), 3), "offsets go on where they were");
+        assert_eq!(state.apply_op(delete, &delete_segments_body(2, 1, 0)), Ok(None));
+        assert_eq!(state.log_start(2), 3, "an older deletion does not take the start back");
+        assert_eq!(state.apply_op(delete, &delete_segments_body(2, 90, 0)), Ok(None));
+        assert_eq!(state.log_start(2), 5, "never past the partition's end");
+        assert_eq!(state.apply_op(delete, &[0; 17]), Err(ErrorCode::InvalidFormat));
+        // Read before a purge that committed first: the old incarnation's offsets.
+        state.apply_op(operation::RESET_PARTITION, &reset_body(2, 100)).unwrap();
+        assert_eq!(state.log_start(2), 0, "a reset starts the log again");
+        state.apply_op(operation::SEND_MESSAGES, &send_body(2, 4, b"x")).unwrap();
+        assert_eq!(state.apply_op(delete, &delete_segments_body(2, 3, 0)), Err(ErrorCode::TransientNotAccepted));
+        assert_eq!(state.log_start(2), 0);
+        assert_eq!(state.apply_op(delete, &delete_segments_body(2, 3, 100)), Ok(None));
+        assert_eq!(state.apply_op(delete, &reset_body(2, 4)), Ok(None), "a body from an older node");
+        assert_eq!(state.log_start(2), 4);
+        // The log starts survive a snapshot, with or without incarnations beside them.
+        for state in [state, {
+            let mut fresh = PartitionGroupState::default();
+            fresh.apply_op(operation::SEND_MESSAGES, &send_body(7, 5, b"x")).unwrap();
+            fresh.apply_op(delete, &delete_segments_body(7, 2, 0)).unwrap();
+            fresh
+        }] {
+            let mut copy = PartitionGroupState::default();
+            copy.restore(&state.snapshot()).unwrap();
+            assert_eq!(copy, state);
+        }
     }
 
     #[test]

@@ -380,11 +380,11 @@ impl<E: Env> Shard<E> {
         // A checkpoint replaced the state: the offset files follow it now, the logs as soon
         // as their gaps are filled.
         if group.replica().state_machine_mut().take_restored() {
-            // Waiting commits a state installed from a peer covers are in it already (made
-            // now, an offset store would go back in time); a restart's own checkpoints cover
-            // nothing the partitions got (seed 10045).
+            // Waiting commits a state installed from a peer covers are in it already (made now, an
+            // offset store would go back in time); a restart's own checkpoints cover nothing (10045).
             group.blocked.borrow_mut().retain(|blocked| blocked.entry.op > installed_at);
             self.adopt_incarnations(group).await;
+            self.adopt_log_starts(group).await;
             self.adopt_group_offsets(group).await;
             if group.blocked.borrow().is_empty() {
                 self.find_gaps(group).await;
@@ -512,7 +512,7 @@ impl<E: Env> Shard<E> {
 
     /// Deletes this node's sealed segments below a committed DELETE_SEGMENTS offset.
     async fn apply_delete_segments(&self, entry: &Entry, incarnation: u64) -> bool {
-        let Some((key, below)) = partition_group::parse_reset_body(&entry.body) else { return true };
+        let Some((key, below, _)) = partition_group::parse_delete_body(&entry.body) else { return true };
         let target = self.commit_target(key);
         let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
         let mut log = partition.log.lock().await;

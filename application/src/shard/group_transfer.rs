@@ -298,12 +298,8 @@ impl<E: Env> Shard<E> {
         // The peer's copy starts past this one's: committed deletions (DELETE_SEGMENTS ops,
         // which this copy may never apply: a state installed from a peer covers them) took
         // that prefix. This copy drops it too, or goes on from there if it lacks it all.
-        if log_start > from_offset {
-            if let Err(error) = log.restart_at(&self.storage, log_start).await {
-                tracing::error!(%error, partition = %namespace_label(namespace), "cannot start a copy again past the segments its peers deleted");
-                return;
-            }
-            tracing::warn!(partition = %namespace_label(namespace), peer = from, from = from_offset, to = log_start, "the peers deleted the segments this copy lacked; it goes on from their first offset");
+        if log_start > from_offset && !self.follow_deletions(namespace, &mut log, log_start).await {
+            return;
         }
         let mut at = 0;
         while log.next_offset() < target && at + BATCH_HEADER_SIZE <= bytes.len() {
@@ -331,7 +327,7 @@ impl<E: Env> Shard<E> {
         // Once the fetched batches are in, the segment holding what the peer's copy no longer
         // has may be sealed here too.
         if log_start > log.first_offset() {
-            self.delete_what_peers_deleted(namespace, &mut log, log_start, from).await;
+            self.follow_deletions(namespace, &mut log, log_start).await;
         }
         let next_offset = log.next_offset();
         partition.refresh(&log);
@@ -349,23 +345,47 @@ impl<E: Env> Shard<E> {
         }
     }
 
-    /// Deletes this copy's sealed segments that end at or below `log_start`, where a peer's
-    /// copy starts: the deletions that took them there committed while this copy lagged.
-    async fn delete_what_peers_deleted(
-        &self,
-        namespace: Namespace,
-        log: &mut PartitionLog<E::Storage>,
-        log_start: u64,
-        peer: u8,
-    ) {
-        match log.delete_segments_below(&self.storage, log_start).await {
+    /// Brings this copy's start up to `start`, where deletions that committed while it lagged
+    /// left the partition (a peer's first offset, or the log start of a state installed from
+    /// a peer): a copy holding nothing from there starts again there, one holding more drops
+    /// its sealed segments that end at or below it. False if the copy could not start again.
+    async fn follow_deletions(&self, namespace: Namespace, log: &mut PartitionLog<E::Storage>, start: u64) -> bool {
+        let label = namespace_label(namespace);
+        let end = log.next_offset();
+        if end < start {
+            if let Err(error) = log.restart_at(&self.storage, start).await {
+                tracing::error!(%error, partition = %label, "cannot start a copy again past the segments deletions took");
+                return false;
+            }
+            tracing::warn!(partition = %label, from = end, to = start, "deletions this copy missed took all it lacked; it goes on from where the partition starts");
+            return true;
+        }
+        match log.delete_segments_below(&self.storage, start).await {
             Ok(deleted) if deleted.segments > 0 => {
-                let (segments, label) = (deleted.segments, namespace_label(namespace));
-                tracing::info!(partition = %label, peer, below = log_start, segments, "deleted the segments the peers deleted while this copy lagged");
+                let segments = deleted.segments;
+                tracing::info!(partition = %label, below = start, segments, "deleted the segments deletions this copy missed took");
             }
             Ok(_) => {}
             Err(error) => {
-                tracing::warn!(%error, partition = %namespace_label(namespace), "cannot delete the segments the peers deleted")
+                tracing::warn!(%error, partition = %label, "cannot delete the segments deletions this copy missed took")
+            }
+        }
+        true
+    }
+
+    /// A state installed from a peer may record deletions this node never applied (the state
+    /// covers their ops): each copy in the state's incarnation follows its partition's log start.
+    pub(super) async fn adopt_log_starts(&self, group: &PartitionGroup<E>) {
+        for (namespace, partition) in self.owned_partitions() {
+            let (start, incarnation) = {
+                let replica = group.replica();
+                let state = replica.state_machine().state();
+                (state.log_start(namespace.packed()), state.incarnation(namespace.packed()))
+            };
+            let mut log = partition.log.lock().await;
+            if start > log.first_offset() && !partition.closed.get() && partition.incarnation.get() == incarnation {
+                self.follow_deletions(namespace, &mut log, start).await;
+                partition.refresh(&log);
             }
         }
     }

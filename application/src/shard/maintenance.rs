@@ -164,7 +164,7 @@ impl<E: Env> Shard<E> {
         {
             return;
         }
-        let below = {
+        let (below, incarnation) = {
             let log = partition.log.lock().await;
             if partition.closed.get() {
                 return;
@@ -172,10 +172,10 @@ impl<E: Env> Shard<E> {
             let (sealed, active_bytes) = log.sealed_for_retention();
             match segments_to_delete(&sealed, active_bytes, self.now_us(), policy) {
                 0 => return,
-                count => log.start_after_oldest(count as u32),
+                count => (log.start_after_oldest(count as u32), partition.incarnation.get()),
             }
         };
-        let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below);
+        let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below, incarnation);
         let operation = rill_domain::wire::codes::operation::DELETE_SEGMENTS;
         if let Err(code) = self.submit(group, operation, body).await {
             tracing::warn!(%code, partition = %namespace_label(namespace), "retention's deletion did not commit; the next pass asks again");

@@ -208,8 +208,16 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::DeleteSegments { count } if let Some(group) = self.group() => {
                 let partition = self.owned(namespace)?;
-                let below = partition.log.lock().await.start_after_oldest(count);
-                let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below);
+                // Read under the lock with the copy's incarnation: a purge that commits first
+                // makes the group refuse it (58), as the offset names the old messages.
+                let below = {
+                    // Counted as the log splits once what it holds is written.
+                    let mut log = partition.log.lock().await;
+                    log.flush(&self.storage, false).await.map_err(io_failure("writing before a deletion"))?;
+                    log.start_after_oldest(count)
+                };
+                let (key, incarnation) = (namespace.packed(), partition.incarnation.get());
+                let body = rill_domain::partition_group::delete_segments_body(key, below, incarnation);
                 let operation = rill_domain::wire::codes::operation::DELETE_SEGMENTS;
                 return self.submit(group, operation, body).await.map(|_| Reply::Body(Vec::new()));
             }
