@@ -148,16 +148,7 @@ impl<S: Storage> PartitionLog<S> {
                 return Err(error);
             }
         };
-        self.segments = vec![segment];
-        self.journal.clear();
-        (self.journal_messages, self.journal_bytes, self.deferred) = (0, 0, (0, 0));
-        self.next_offset = offset;
-        self.write_failure = None;
-        self.reported.clear();
-        self.generation += 1;
-        if let Some(window) = self.settings.deduplication {
-            self.dedup = Some(DedupWindow::new(window.max_entries, window.expiry_us));
-        }
+        self.start_empty(segment);
         storage.sync_dir(&self.dir).await?;
         remove_detached(storage, &detached).await
     }

@@ -610,21 +610,25 @@ impl<S: Storage> PartitionLog<S> {
                 return Err(error);
             }
         };
-        self.journal.clear();
-        self.journal_messages = 0;
-        self.journal_bytes = 0;
-        self.deferred = (0, 0);
-        self.segments = vec![segment];
         self.offsets = offsets;
-        self.generation += 1;
-        self.next_offset = 0;
         self.last_timestamp = 0;
+        self.start_empty(segment);
+        Ok(())
+    }
+
+    /// The log holds `segment` alone, empty, and goes on from its start: nothing journaled,
+    /// no failure, a new generation (a purge, or a copy started again past deletions).
+    pub(super) fn start_empty(&mut self, segment: Segment<S::File>) {
+        self.journal.clear();
+        (self.journal_messages, self.journal_bytes, self.deferred) = (0, 0, (0, 0));
+        self.next_offset = segment.start_offset;
+        self.segments = vec![segment];
+        self.generation += 1;
         self.write_failure = None;
         self.reported.clear();
         if let Some(window) = self.settings.deduplication {
             self.dedup = Some(DedupWindow::new(window.max_entries, window.expiry_us));
         }
-        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

@@ -22,8 +22,7 @@ use super::Shard;
 use super::group::{PartitionGroup, Target, consumer_key_of};
 use super::maintenance::namespace_label;
 use crate::memory_pool::PoolSlice;
-use crate::partition::REPLY_ROOM;
-use crate::partition::{DamagedBatch, PartitionLog};
+use crate::partition::{DamagedBatch, PartitionLog, REPLY_ROOM};
 use crate::ports::Env;
 use crate::replication::TICK_MS;
 

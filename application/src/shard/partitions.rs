@@ -210,14 +210,13 @@ impl<E: Env> Shard<E> {
                 let partition = self.owned(namespace)?;
                 // Read under the lock with the copy's incarnation: a purge that commits first
                 // makes the group refuse it (58), as the offset names the old messages.
-                let below = {
-                    // Counted as the log splits once what it holds is written.
+                // Counted as the log splits once what it holds is written.
+                let (below, incarnation) = {
                     let mut log = partition.log.lock().await;
                     log.flush(&self.storage, false).await.map_err(io_failure("writing before a deletion"))?;
-                    log.start_after_oldest(count)
+                    (log.start_after_oldest(count), partition.incarnation.get())
                 };
-                let (key, incarnation) = (namespace.packed(), partition.incarnation.get());
-                let body = rill_domain::partition_group::delete_segments_body(key, below, incarnation);
+                let body = rill_domain::partition_group::delete_segments_body(namespace.packed(), below, incarnation);
                 let operation = rill_domain::wire::codes::operation::DELETE_SEGMENTS;
                 return self.submit(group, operation, body).await.map(|_| Reply::Body(Vec::new()));
             }
