@@ -2,14 +2,16 @@
 //! purges and recreations of the topic, nodes killed (or powered off) and started again,
 //! the whole cluster powered off at once, a node cut off from the plane, a plane that drops,
 //! duplicates and reorders messages, and consumer offsets stored through any node; in segment
-//! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node.
+//! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node; in
+//! retention runs also a size cap on the topic and the shards' cleaners run now and then on
+//! any node (only the primary's asks the group to delete).
 //! Checked as it runs (a poll serves offsets without a gap, from 0 unless a deletion was asked
 //! for, only messages sent to that partition, and none a purge or recreation finished before
 //! the poll removed) and at the end, once every node is up and the plane whole (every node
 //! serves the same messages and stored offsets, every acknowledged send after the last reset
-//! is there once unless a deletion asked after it took it with everything before it, every
-//! one acknowledged before the reset is gone, the stored offset is the last one acknowledged
-//! since the last reset). `PARTITION_GROUP_SEEDS` (default 20) from
+//! is there once unless a deletion that ended after it was sent took it with everything
+//! before it, every one acknowledged before the reset is gone, the stored offset is the last
+//! one acknowledged since the last reset). `PARTITION_GROUP_SEEDS` (default 20) from
 //! `PARTITION_GROUP_SEED_START`, and `PARTITION_GROUP_SEED`.
 
 use std::cell::RefCell;
@@ -37,10 +39,45 @@ struct SendRecord {
     acked: Option<u64>,
 }
 
-/// A DELETE_SEGMENTS the run asked for (one sealed segment of a partition, through a node).
+/// What a run does besides sends, polls, stores, resets and faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    /// 1 MiB segments, bulky sends, DELETE_SEGMENTS through any node.
+    Segments,
+    /// A segment run whose topic has a size cap, with the shards' cleaners run on any node.
+    Retention,
+}
+
+impl Mode {
+    /// As `PARTITION_GROUP_SEGMENTS` names it.
+    fn env(self) -> &'static str {
+        match self {
+            Mode::Plain => "false",
+            Mode::Segments => "true",
+            Mode::Retention => "retention",
+        }
+    }
+
+    fn from_env(value: &str) -> Mode {
+        match value {
+            "true" => Mode::Segments,
+            "retention" => Mode::Retention,
+            _ => Mode::Plain,
+        }
+    }
+}
+
+/// Sealed segments of a partition a retention run's size cap keeps, about.
+const RETAINED_SEGMENTS: u64 = 1;
+
+/// A deletion the run asked for: a DELETE_SEGMENTS of one sealed segment through a node, or
+/// a node's cleaners (one per partition).
 struct Deletion {
     partition: u32,
-    submitted: u64,
+    /// The step the request ended at: the offset it deletes below was read by then. `None`
+    /// while in flight, and for good once lost with its node (its op may still commit).
+    ended: Option<u64>,
 }
 
 /// What a payload is known by: padding (a bulky send that fills segments) follows a `|`.
@@ -48,11 +85,16 @@ fn key(payload: &str) -> &str {
     payload.split('|').next().unwrap_or(payload)
 }
 
+/// A request's reply body, or its error status.
+type Reply = Result<Vec<u8>, u32>;
+
+/// A request that ended, or a node's cleaners (their `deletions`).
 enum Done {
-    Send { node: u8, client: Client, payloads: Vec<String>, result: Result<Vec<u8>, u32> },
-    Poll { node: u8, client: Client, partition: u32, submitted: u64, result: Result<Vec<u8>, u32> },
-    Store { node: u8, client: Client, partition: u32, offset: u64, result: Result<Vec<u8>, u32> },
-    Delete { node: u8, client: Client, partition: u32, result: Result<Vec<u8>, u32> },
+    Send { node: u8, client: Client, payloads: Vec<String>, result: Reply },
+    Poll { node: u8, client: Client, partition: u32, submitted: u64, result: Reply },
+    Store { node: u8, client: Client, partition: u32, offset: u64, result: Reply },
+    Delete { node: u8, client: Client, partition: u32, deletion: usize, result: Reply },
+    Clean { node: u8, deletions: std::ops::Range<usize> },
 }
 
 /// What a partition's stored consumer offset must be: a store at most in flight at a time,
@@ -75,6 +117,8 @@ struct Sim {
     /// Segment runs only: 1 MiB segments, bulky sends and DELETE_SEGMENTS, drawn from a
     /// generator of their own so the other draws stay those of the plain run.
     segments: Option<Rng>,
+    /// Retention runs only: when the cleaners run, and on which node.
+    retention: Option<Rng>,
     deletions: Vec<Deletion>,
     cluster: Cluster,
     stream: u32,
@@ -91,7 +135,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64, shards_per_node: u16, segments: bool) -> Self {
+    fn new(seed: u64, shards_per_node: u16, mode: Mode) -> Self {
         if std::env::var_os("PARTITION_GROUP_LOG").is_some() {
             let _ = tracing_subscriber::fmt().with_test_writer().with_ansi(false).try_init();
         }
@@ -107,7 +151,8 @@ impl Sim {
             seed,
             shards_per_node,
             rng,
-            segments: segments.then(|| Rng::seeded(seed ^ 0x5e9)),
+            segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
+            retention: (mode == Mode::Retention).then(|| Rng::seeded(seed ^ 0x7e7)),
             deletions: Vec::new(),
             cluster,
             stream: 0,
@@ -133,7 +178,13 @@ impl Sim {
     }
 
     fn fail(&self, what: String) -> ! {
-        let (seed, shards, step, segments) = (self.seed, self.shards_per_node, self.step, self.segments.is_some());
+        let (seed, shards, step) = (self.seed, self.shards_per_node, self.step);
+        let segments = match (self.segments.is_some(), self.retention.is_some()) {
+            (_, true) => Mode::Retention,
+            (true, false) => Mode::Segments,
+            (false, false) => Mode::Plain,
+        }
+        .env();
         panic!(
             "seed {seed}, {shards} shard(s) a node, segments {segments}, step {step}: {what} \
              (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={shards} PARTITION_GROUP_SEGMENTS={segments})"
@@ -152,6 +203,10 @@ impl Sim {
         body.extend_from_slice(&[1, b't']);
         if self.segments.is_some() {
             tlv::put(&mut body, "segment_size", tlv::KIND_UINT64, &MIN_SEGMENT_SIZE_BYTES.to_le_bytes());
+        }
+        if self.retention.is_some() {
+            let cap = u64::from(PARTITIONS) * RETAINED_SEGMENTS * MIN_SEGMENT_SIZE_BYTES;
+            tlv::put(&mut body, "max_topic_size", tlv::KIND_UINT64, &cap.to_le_bytes());
         }
         body
     }
@@ -207,6 +262,9 @@ impl Sim {
         }
         if self.segments.as_mut().is_some_and(|rng| rng.chance(2)) {
             self.submit_delete();
+        }
+        if self.retention.as_mut().is_some_and(|rng| rng.chance(4)) {
+            self.run_cleaners();
         }
     }
 
@@ -311,12 +369,46 @@ impl Sim {
         let Some(rng) = self.segments.as_mut() else { return };
         let (node, partition) = (rng.below(u64::from(NODES)) as u8, rng.below(u64::from(PARTITIONS)) as u32);
         let Some(mut client) = self.idle[node as usize].pop() else { return };
-        self.deletions.push(Deletion { partition, submitted: self.step });
+        let deletion = self.deletions.len();
+        self.deletions.push(Deletion { partition, ended: None });
         let delete =
             Command::DeleteSegments { topic: self.topic_ref_command(), partition_id: partition, segments_count: 1 };
         let request = delete.encode().expect("a deletion encodes");
         let frame = client.frame(request.operation, request.code, &request.body);
-        self.spawn(node, client, frame, move |client, result| Done::Delete { node, client, partition, result });
+        self.spawn(node, client, frame, move |client, result| Done::Delete {
+            node,
+            client,
+            partition,
+            deletion,
+            result,
+        });
+    }
+
+    /// Runs the cleaner of every shard of an up node once, as its timer would: a backup's
+    /// leaves its copies alone, the primary's asks the group to delete the segments over
+    /// the topic's size cap. Counted as a deletion asked on every partition.
+    fn run_cleaners(&mut self) {
+        let Some(rng) = self.retention.as_mut() else { return };
+        let node = rng.below(u64::from(NODES)) as u8;
+        let shards = self.cluster.nodes[node as usize].shards.clone();
+        if shards.is_empty() {
+            return;
+        }
+        self.trace(|| format!("cleaners run on node {node}"));
+        let first = self.deletions.len();
+        for partition in 0..PARTITIONS {
+            self.deletions.push(Deletion { partition, ended: None });
+        }
+        let (done, deletions) = (self.done.clone(), first..self.deletions.len());
+        self.cluster.running.borrow_mut().push((
+            node,
+            Box::pin(async move {
+                for shard in shards {
+                    shard.clean_partitions().await;
+                }
+                done.borrow_mut().push(Done::Clean { node, deletions });
+            }),
+        ));
     }
 
     fn topic_ref_command(&self) -> TopicRef {
@@ -334,7 +426,8 @@ impl Sim {
             Done::Send { node: n, .. }
             | Done::Poll { node: n, .. }
             | Done::Store { node: n, .. }
-            | Done::Delete { node: n, .. } => *n != node,
+            | Done::Delete { node: n, .. }
+            | Done::Clean { node: n, .. } => *n != node,
         });
         self.lose_stores_through(|through| through == node);
         self.down = Some((node, self.step));
@@ -444,9 +537,16 @@ impl Sim {
                     stored.across_reset = false;
                     self.idle[node as usize].push(client);
                 }
-                Done::Delete { node, client, partition, result } => {
+                Done::Delete { node, client, partition, deletion, result } => {
                     self.trace(|| format!("delete a segment of partition {partition} via node {node}: {result:?}"));
+                    self.deletions[deletion].ended = Some(self.step);
                     self.idle[node as usize].push(client);
+                }
+                Done::Clean { node, deletions } => {
+                    self.trace(|| format!("cleaners on node {node} ended"));
+                    for deletion in &mut self.deletions[deletions] {
+                        deletion.ended = Some(self.step);
+                    }
                 }
                 Done::Poll { node, client, partition, submitted, result } => {
                     if let Ok(body) = result {
@@ -539,10 +639,19 @@ impl Sim {
                     && send.acked.is_some()
                     && !held.contains(&**payload)
                 {
-                    let asked =
-                        self.deletions.iter().any(|d| d.partition == send.partition && d.submitted > send.submitted);
+                    // A deletion reads the offset it deletes below before it ends.
+                    let asked = self
+                        .deletions
+                        .iter()
+                        .any(|d| d.partition == send.partition && d.ended.unwrap_or(u64::MAX) > send.submitted);
                     if !asked || first_held_acked.is_some_and(|first| first < send.submitted) {
-                        self.fail(format!("partition {partition} lost {payload}, acknowledged at {:?}", send.acked));
+                        let (first, last) = (served.first().map(|m| m.0), served.last().map(|m| m.0));
+                        self.fail(format!(
+                            "partition {partition} lost {payload} (submitted at {}, acknowledged at {:?}; a deletion \
+                             asked after: {asked}; holds offsets {first:?}..={last:?}, the first held acknowledged \
+                             at {first_held_acked:?})",
+                            send.submitted, send.acked
+                        ));
                     }
                 }
             }
@@ -642,23 +751,25 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
             (start..end).map(|seed| (seed, steps)).chain(found).collect()
         }
     };
-    // One shard a node, two, and one with 1 MiB segments, bulky sends and segment deletions.
-    let modes: Vec<(u16, bool)> =
+    // One shard a node, two, one with 1 MiB segments, bulky sends and segment deletions, and
+    // one with those and retention.
+    let modes: Vec<(u16, Mode)> =
         match (std::env::var("PARTITION_GROUP_SHARDS"), std::env::var("PARTITION_GROUP_SEGMENTS")) {
-            (Ok(count), segments) => vec![(count.parse().expect("1 or 2"), segments.is_ok_and(|s| s == "true"))],
-            (Err(_), Ok(segments)) => vec![(1, segments == "true")],
-            (Err(_), Err(_)) => vec![(1, false), (2, false), (1, true)],
+            (Ok(count), mode) => vec![(count.parse().expect("1 or 2"), Mode::from_env(mode.as_deref().unwrap_or("")))],
+            (Err(_), Ok(mode)) => vec![(1, Mode::from_env(&mode))],
+            (Err(_), Err(_)) => vec![(1, Mode::Plain), (2, Mode::Plain), (1, Mode::Segments), (1, Mode::Retention)],
         };
-    for (count, segments) in modes {
+    for (count, mode) in modes {
         for &(seed, steps) in &runs {
             // A harness check that fails (a reset refused, a request that never ends) names
             // no seed itself.
-            let run = std::panic::catch_unwind(|| Sim::new(seed, count, segments).run(steps));
+            let run = std::panic::catch_unwind(|| Sim::new(seed, count, mode).run(steps));
             if run.is_err() {
                 panic!(
-                    "seed {seed}, {count} shard(s) a node, segments {segments}, {steps} steps (replay: \
-                     PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={count} PARTITION_GROUP_SEGMENTS={segments} \
-                     PARTITION_GROUP_STEPS={steps})"
+                    "seed {seed}, {count} shard(s) a node, mode {mode:?}, {steps} steps (replay: \
+                     PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={count} PARTITION_GROUP_SEGMENTS={} \
+                     PARTITION_GROUP_STEPS={steps})",
+                    mode.env()
                 );
             }
         }
