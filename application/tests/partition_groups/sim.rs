@@ -3,8 +3,8 @@
 //! the whole cluster powered off at once, a node cut off from the plane, a plane that drops,
 //! duplicates and reorders messages, and consumer offsets stored through any node; in segment
 //! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node; in
-//! retention runs also a size cap on the topic and the shards' cleaners run now and then on
-//! any node (only the primary's asks the group to delete).
+//! retention runs also a size cap or a message expiry on the topic (or both) and the shards'
+//! cleaners run now and then on any node (only the primary's asks the group to delete).
 //! Checked as it runs (a poll serves offsets without a gap, from 0 unless a deletion was asked
 //! for, only messages sent to that partition, and none a purge or recreation finished before
 //! the poll removed) and at the end, once every node is up and the plane whole (every node
@@ -68,8 +68,17 @@ impl Mode {
     }
 }
 
-/// Sealed segments of a partition a retention run's size cap keeps, about.
-const RETAINED_SEGMENTS: u64 = 1;
+/// A retention run's topic limits: a size cap of one segment's worth a partition, a message
+/// expiry of 0.5-3 s (10-60 ticks), or both.
+fn retention_limits(rng: &mut Rng) -> (Option<u64>, Option<u64>) {
+    let cap = u64::from(PARTITIONS) * MIN_SEGMENT_SIZE_BYTES;
+    let expiry_us = (10 + rng.below(50)) * TICK_MS * 1000;
+    match rng.below(3) {
+        0 => (Some(cap), None),
+        1 => (None, Some(expiry_us)),
+        _ => (Some(cap), Some(expiry_us)),
+    }
+}
 
 /// A deletion the run asked for: a DELETE_SEGMENTS of one sealed segment through a node, or
 /// a node's cleaners (one per partition).
@@ -119,6 +128,8 @@ struct Sim {
     segments: Option<Rng>,
     /// Retention runs only: when the cleaners run, and on which node.
     retention: Option<Rng>,
+    /// Retention runs only: the topic's size cap and message expiry (one or both).
+    limits: (Option<u64>, Option<u64>),
     deletions: Vec<Deletion>,
     cluster: Cluster,
     stream: u32,
@@ -147,12 +158,15 @@ impl Sim {
             duplicate_percent: rng.below(3),
             isolated: None,
         };
+        let mut retention = (mode == Mode::Retention).then(|| Rng::seeded(seed ^ 0x7e7));
+        let limits = retention.as_mut().map_or((None, None), retention_limits);
         let mut sim = Self {
             seed,
             shards_per_node,
             rng,
             segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
-            retention: (mode == Mode::Retention).then(|| Rng::seeded(seed ^ 0x7e7)),
+            retention,
+            limits,
             deletions: Vec::new(),
             cluster,
             stream: 0,
@@ -173,6 +187,10 @@ impl Sim {
         sim.cluster.everywhere(operation::CREATE_TOPIC, &sim.topic_body());
         for node in 0..NODES {
             sim.log_clients_in(node);
+        }
+        if sim.retention.is_some() {
+            let (cap, expiry_us) = sim.limits;
+            sim.trace(|| format!("topic capped at {cap:?} bytes, messages expire after {expiry_us:?} us"));
         }
         sim
     }
@@ -204,9 +222,11 @@ impl Sim {
         if self.segments.is_some() {
             tlv::put(&mut body, "segment_size", tlv::KIND_UINT64, &MIN_SEGMENT_SIZE_BYTES.to_le_bytes());
         }
-        if self.retention.is_some() {
-            let cap = u64::from(PARTITIONS) * RETAINED_SEGMENTS * MIN_SEGMENT_SIZE_BYTES;
+        if let Some(cap) = self.limits.0 {
             tlv::put(&mut body, "max_topic_size", tlv::KIND_UINT64, &cap.to_le_bytes());
+        }
+        if let Some(expiry_us) = self.limits.1 {
+            tlv::put(&mut body, "message_expiry", tlv::KIND_UINT64, &expiry_us.to_le_bytes());
         }
         body
     }
