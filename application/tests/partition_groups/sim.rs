@@ -45,7 +45,8 @@ enum Mode {
     Plain,
     /// 1 MiB segments, bulky sends, DELETE_SEGMENTS through any node.
     Segments,
-    /// A segment run whose topic has a size cap, with the shards' cleaners run on any node.
+    /// A segment run whose topic has a size cap, a message expiry or both, with the shards'
+    /// cleaners run on any node.
     Retention,
 }
 
@@ -122,6 +123,7 @@ struct StoredOffset {
 struct Sim {
     seed: u64,
     shards_per_node: u16,
+    mode: Mode,
     rng: Rng,
     /// Segment runs only: 1 MiB segments, bulky sends and DELETE_SEGMENTS, drawn from a
     /// generator of their own so the other draws stay those of the plain run.
@@ -163,6 +165,7 @@ impl Sim {
         let mut sim = Self {
             seed,
             shards_per_node,
+            mode,
             rng,
             segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
             retention,
@@ -196,13 +199,7 @@ impl Sim {
     }
 
     fn fail(&self, what: String) -> ! {
-        let (seed, shards, step) = (self.seed, self.shards_per_node, self.step);
-        let segments = match (self.segments.is_some(), self.retention.is_some()) {
-            (_, true) => Mode::Retention,
-            (true, false) => Mode::Segments,
-            (false, false) => Mode::Plain,
-        }
-        .env();
+        let (seed, shards, step, segments) = (self.seed, self.shards_per_node, self.step, self.mode.env());
         panic!(
             "seed {seed}, {shards} shard(s) a node, segments {segments}, step {step}: {what} \
              (replay: PARTITION_GROUP_SEED={seed} PARTITION_GROUP_SHARDS={shards} PARTITION_GROUP_SEGMENTS={segments})"
@@ -406,7 +403,7 @@ impl Sim {
 
     /// Runs the cleaner of every shard of an up node once, as its timer would: a backup's
     /// leaves its copies alone, the primary's asks the group to delete the segments over
-    /// the topic's size cap. Counted as a deletion asked on every partition.
+    /// the topic's cap or past its expiry. Counted as a deletion asked on every partition.
     fn run_cleaners(&mut self) {
         let Some(rng) = self.retention.as_mut() else { return };
         let node = rng.below(u64::from(NODES)) as u8;
