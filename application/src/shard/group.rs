@@ -245,7 +245,7 @@ pub(super) fn consumer_key_of((kind, id): (u8, u32)) -> ConsumerKey {
 
 /// Whether an op committed in `incarnation` belongs to one this copy has left behind: a
 /// restart replays sends made before a purge or recreation it applied already (not made).
-fn superseded<S: crate::ports::Storage>(partition: &Partition<S>, incarnation: u64) -> bool {
+pub(super) fn superseded<S: crate::ports::Storage>(partition: &Partition<S>, incarnation: u64) -> bool {
     incarnation < partition.incarnation.get()
 }
 
@@ -454,7 +454,7 @@ impl<E: Env> Shard<E> {
             }
             Applying::Offset(incarnation) => self.apply_offset(group, entry, incarnation).await,
             Applying::Reset => self.apply_reset(group, entry).await,
-            Applying::DeleteSegments(incarnation) => self.apply_delete_segments(entry, incarnation).await,
+            Applying::DeleteSegments(incarnation) => self.apply_delete_segments(group, entry, incarnation).await,
             Applying::Nothing => true,
         }
     }
@@ -507,29 +507,6 @@ impl<E: Env> Shard<E> {
         partition.publish_offsets(&log);
         // The next checkpoint makes it durable before the journal entry goes.
         group.dirty.borrow_mut().insert(namespace);
-        true
-    }
-
-    /// Deletes this node's sealed segments below a committed DELETE_SEGMENTS offset.
-    async fn apply_delete_segments(&self, entry: &Entry, incarnation: u64) -> bool {
-        let Some((key, below, _)) = partition_group::parse_delete_body(&entry.body) else { return true };
-        let target = self.commit_target(key);
-        let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
-        let mut log = partition.log.lock().await;
-        if !partition.closed.get() && !superseded(&partition, incarnation) {
-            match log.delete_segments_below(&self.storage, below).await {
-                Ok(detached) if detached.segments > 0 => self.count_retention(
-                    namespace,
-                    &detached,
-                    "deleted the segments the partition group's committed deletion names",
-                ),
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::error!(%error, partition = %namespace_label(namespace), "committed segment deletion failed on this node")
-                }
-            }
-            partition.refresh(&log);
-        }
         true
     }
 

@@ -15,11 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use rill_domain::Namespace;
 use rill_domain::batch::{self, BatchHeader};
 use rill_domain::constants::{BATCH_HEADER_SIZE, MAX_FRAME_SIZE};
-use rill_domain::vsr::Message;
+use rill_domain::partition_group;
+use rill_domain::vsr::{Entry, Message};
 use rill_domain::wire::codes::operation;
 
 use super::Shard;
-use super::group::{PartitionGroup, Target, consumer_key_of};
+use super::group::{PartitionGroup, Target, consumer_key_of, superseded};
 use super::maintenance::namespace_label;
 use crate::memory_pool::PoolSlice;
 use crate::partition::{DamagedBatch, PartitionLog, REPLY_ROOM};
@@ -342,6 +343,45 @@ impl<E: Env> Shard<E> {
             }
             self.ask_for_batches(group, namespace, next_offset);
         }
+    }
+
+    /// Deletes this node's sealed segments below a committed DELETE_SEGMENTS offset. A copy
+    /// lacking batches below it (committed while this node lagged) waits for them from a peer
+    /// first, as a send past its end does: deleting before they are in would leave the copy's
+    /// segments split elsewhere than its peers', and the prefix the deletion took kept for
+    /// good (seed 239). False while it waits.
+    pub(super) async fn apply_delete_segments(
+        &self,
+        group: &PartitionGroup<E>,
+        entry: &Entry,
+        incarnation: u64,
+    ) -> bool {
+        let Some((key, below, _)) = partition_group::parse_delete_body(&entry.body) else { return true };
+        let target = self.commit_target(key);
+        let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
+        let mut log = partition.log.lock().await;
+        if partition.closed.get() || superseded(&partition, incarnation) {
+            return true;
+        }
+        if below > log.next_offset() {
+            self.note_gap(group, namespace, log.next_offset(), below);
+            if !group.gaps.borrow().get(&namespace).is_some_and(|gap| gap.exhausted()) {
+                return false;
+            }
+        }
+        match log.delete_segments_below(&self.storage, below).await {
+            Ok(detached) if detached.segments > 0 => self.count_retention(
+                namespace,
+                &detached,
+                "deleted the segments the partition group's committed deletion names",
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!(%error, partition = %namespace_label(namespace), "committed segment deletion failed on this node")
+            }
+        }
+        partition.refresh(&log);
+        true
     }
 
     /// Brings this copy's start up to `start`, where deletions that committed while it lagged

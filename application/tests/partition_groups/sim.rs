@@ -729,9 +729,9 @@ impl Sim {
 /// Seeds past the default range that once failed (docs/testing.md says what each found), and
 /// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
-/// a node, with two, and as a segment run (`PARTITION_GROUP_SHARDS` and
-/// `PARTITION_GROUP_SEGMENTS=true|false` pick one).
-const FOUND_BUGS: [(u64, u64); 20] = [
+/// a node, with two, as a segment run and as a retention run (`PARTITION_GROUP_SHARDS` and
+/// `PARTITION_GROUP_SEGMENTS=true|false|retention` pick one).
+const FOUND_BUGS: [(u64, u64); 21] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -753,6 +753,8 @@ const FOUND_BUGS: [(u64, u64); 20] = [
     (26, SIM_STEPS),
     (100, SIM_STEPS),
     (180, SIM_STEPS),
+    // Found by the retention runs (cleaners, size caps and expiry).
+    (239, 2_000),
 ];
 
 #[test]
