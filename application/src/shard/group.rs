@@ -532,8 +532,7 @@ impl<E: Env> Shard<E> {
             // Offsets below it were committed while this node was too far behind to get them
             // from the journal: they come from a peer first, and this send waits for them
             // (unless no peer sent them for a minute: then it is skipped here).
-            self.note_gap(group, namespace, log.next_offset(), base_offset);
-            return group.gaps.borrow().get(&namespace).is_some_and(|gap| gap.exhausted());
+            return self.gap_given_up(group, namespace, log.next_offset(), base_offset);
         }
         let stored = match self.seal(PoolSlice::plain(batch.to_vec())) {
             Ok(stored) => stored,

@@ -70,6 +70,13 @@ const ASK_AGAIN_TICKS: u64 = 1_000 / TICK_MS;
 pub(super) const CHECK_TICKS: u64 = 1_000 / TICK_MS;
 
 impl<E: Env> Shard<E> {
+    /// Notes the gap below `target` (`note_gap`) for an op that needs it filled first; true
+    /// once it is given up (no peer sent the batches for a minute): the op goes on without.
+    pub(super) fn gap_given_up(&self, group: &PartitionGroup<E>, namespace: Namespace, next: u64, target: u64) -> bool {
+        self.note_gap(group, namespace, next, target);
+        group.gaps.borrow().get(&namespace).is_some_and(|gap| gap.exhausted())
+    }
+
     /// Records that `namespace`'s log (now ending at `next_offset`) must reach `target`, and
     /// asks a peer for the batches if this gap is new.
     pub(super) fn note_gap(&self, group: &PartitionGroup<E>, namespace: Namespace, next_offset: u64, target: u64) {
@@ -363,11 +370,8 @@ impl<E: Env> Shard<E> {
         if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
         }
-        if below > log.next_offset() {
-            self.note_gap(group, namespace, log.next_offset(), below);
-            if !group.gaps.borrow().get(&namespace).is_some_and(|gap| gap.exhausted()) {
-                return false;
-            }
+        if below > log.next_offset() && !self.gap_given_up(group, namespace, log.next_offset(), below) {
+            return false;
         }
         match log.delete_segments_below(&self.storage, below).await {
             Ok(detached) if detached.segments > 0 => self.count_retention(

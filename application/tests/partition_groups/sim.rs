@@ -665,7 +665,7 @@ impl Sim {
                         let (first, last) = (served.first().map(|m| m.0), served.last().map(|m| m.0));
                         self.fail(format!(
                             "partition {partition} lost {payload} (submitted at {}, acknowledged at {:?}; a deletion \
-                             asked after: {asked}; holds offsets {first:?}..={last:?}, the first held acknowledged \
+                             that ended after it: {asked}; holds offsets {first:?}..={last:?}, the first held acknowledged \
                              at {first_held_acked:?})",
                             send.submitted, send.acked
                         ));
