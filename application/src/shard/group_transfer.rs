@@ -364,8 +364,10 @@ impl<E: Env> Shard<E> {
         incarnation: u64,
     ) -> bool {
         let Some((key, below, _)) = partition_group::parse_delete_body(&entry.body) else { return true };
-        let target = self.commit_target(key);
-        let Ok((namespace, partition)) = target else { return target.err().unwrap_or(true) };
+        let (namespace, partition) = match self.commit_target(key) {
+            Ok(found) => found,
+            Err(done) => return done,
+        };
         let mut log = partition.log.lock().await;
         if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
