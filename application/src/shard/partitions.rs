@@ -222,13 +222,21 @@ impl<E: Env> Shard<E> {
             }
             PartitionOp::Purge { incarnation } if let Some(group) = self.group() => {
                 let partition = self.owned(namespace)?;
-                if incarnation > partition.wanted_incarnation.get() {
-                    let dir = self.partition_dir(namespace);
-                    let marker = dir.join(PURGED_MARKER);
-                    write_marker(&self.storage, &dir, &marker, incarnation)
-                        .await
-                        .map_err(io_failure("recording a purge"))?;
-                    partition.wanted_incarnation.set(incarnation);
+                {
+                    // Under the partition's lock: another node's reset for this purge may be
+                    // committing here and emptying the directory the marker goes into, and
+                    // a file created during that removal fails it (ENOTEMPTY), leaving the
+                    // copy unemptied. The lock is let go before the reset is waited for,
+                    // whose apply takes it.
+                    let _log = partition.log.lock().await;
+                    if incarnation > partition.wanted_incarnation.get() {
+                        let dir = self.partition_dir(namespace);
+                        let marker = dir.join(PURGED_MARKER);
+                        write_marker(&self.storage, &dir, &marker, incarnation)
+                            .await
+                            .map_err(io_failure("recording a purge"))?;
+                        partition.wanted_incarnation.set(incarnation);
+                    }
                 }
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);
             }
