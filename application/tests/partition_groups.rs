@@ -9,7 +9,8 @@
 //! and what it replays must not land in a partition that has since been purged, or deleted
 //! and created again (the black-box test `partition_groups::a_purge_and_a_recreated_topic_
 //! start_every_replica_again_at_offset_zero` caught that only under load; this fails on the
-//! first restart without the check).
+//! first restart without the check), and a node whose disk failed while a reset committed
+//! empties its copy once the disk works again.
 
 mod common;
 #[path = "partition_groups/sim.rs"]
@@ -265,6 +266,29 @@ impl Cluster {
         self.frozen.set(false);
     }
 
+    /// Creates stream `name` and its topic 0 of `PARTITIONS` partitions on every node (with
+    /// `segment_size`, if given); the stream's id and the topic's creation body.
+    fn topic_everywhere(&mut self, name: &str, segment_size: Option<u64>) -> (u32, Vec<u8>) {
+        let streams: Vec<u32> = (0..NODES)
+            .map(|node| create_stream(self.nodes[node as usize].client.as_mut().expect("up"), name))
+            .collect();
+        let stream = streams[0];
+        assert!(streams.iter().all(|&s| s == stream), "every node gave the stream one id: {streams:?}");
+        let mut create = numeric(stream);
+        create.extend_from_slice(&PARTITIONS.to_le_bytes());
+        create.extend_from_slice(&[1, b't']);
+        if let Some(size) = segment_size {
+            rill_domain::wire::tlv::put(
+                &mut create,
+                "segment_size",
+                rill_domain::wire::tlv::KIND_UINT64,
+                &size.to_le_bytes(),
+            );
+        }
+        self.everywhere(operation::CREATE_TOPIC, &create);
+        (stream, create)
+    }
+
     /// Sends one message per partition through node 0, each named `<label> <partition>`.
     fn send_round(&mut self, stream: u32, label: &str) {
         for partition in 0..PARTITIONS {
@@ -318,15 +342,7 @@ fn catches_up(cluster: &mut Cluster, node: u8, stream: u32, want: &[Vec<(u64, St
 /// again with the same ids, sends, then kills and restarts each node in turn.
 fn purge_recreate_and_restart(power_loss: bool, shards_per_node: u16) {
     let mut cluster = Cluster::new(shards_per_node);
-    let streams: Vec<u32> = (0..NODES)
-        .map(|node| create_stream(cluster.nodes[node as usize].client.as_mut().expect("up"), "again"))
-        .collect();
-    let stream = streams[0];
-    assert!(streams.iter().all(|&s| s == stream), "every node gave the stream one id: {streams:?}");
-    let mut create = numeric(stream);
-    create.extend_from_slice(&PARTITIONS.to_le_bytes());
-    create.extend_from_slice(&[1, b't']);
-    cluster.everywhere(operation::CREATE_TOPIC, &create);
+    let (stream, create) = cluster.topic_everywhere("again", None);
     let mut topic = numeric(stream);
     topic.extend_from_slice(&numeric(0));
     cluster.send_round(stream, "first");
@@ -396,16 +412,7 @@ fn lengths(served: &[Vec<(u64, String)>]) -> Vec<Vec<(u64, usize)>> {
 #[test]
 fn a_replica_that_missed_a_segment_deletion_follows_it_from_the_state_it_installs() {
     let mut cluster = Cluster::new(1);
-    let streams: Vec<u32> = (0..NODES)
-        .map(|node| create_stream(cluster.nodes[node as usize].client.as_mut().expect("up"), "del"))
-        .collect();
-    let stream = streams[0];
-    let mut create = numeric(stream);
-    create.extend_from_slice(&PARTITIONS.to_le_bytes());
-    create.extend_from_slice(&[1, b't']);
-    let segment_size = rill_domain::constants::MIN_SEGMENT_SIZE_BYTES.to_le_bytes();
-    rill_domain::wire::tlv::put(&mut create, "segment_size", rill_domain::wire::tlv::KIND_UINT64, &segment_size);
-    cluster.everywhere(operation::CREATE_TOPIC, &create);
+    let (stream, _) = cluster.topic_everywhere("del", Some(rill_domain::constants::MIN_SEGMENT_SIZE_BYTES));
     let send = |cluster: &mut Cluster, partition: u32, payload: String| {
         let body = send_body(stream, partition, &[payload.as_bytes()]).0;
         cluster.call(0, operation::SEND_MESSAGES, 0, &body).unwrap_or_else(|status| panic!("send: status {status}"));
@@ -443,4 +450,45 @@ fn a_replica_that_missed_a_segment_deletion_follows_it_from_the_state_it_install
         cluster.pass(1);
     }
     assert_eq!(lengths(&cluster.served(2, stream)), want, "node 2 after it caught up");
+}
+
+/// A partition's directory on a node's disk (`None` before it has a file).
+fn partition_dir(storage: &SimStorage, partition: u32) -> Option<std::path::PathBuf> {
+    let name = partition.to_string();
+    storage.paths().into_iter().find_map(|path| {
+        let parts: Vec<_> = path.iter().collect();
+        let at = parts.windows(2).position(|pair| pair[0] == "partitions" && pair[1] == name.as_str())?;
+        Some(parts[..at + 2].iter().collect())
+    })
+}
+
+/// A replica whose disk fails under a partition while a purge's reset commits cannot
+/// empty its copy then; once the disk works again it empties it on its own, without a
+/// restart, and serves what was sent after the purge (it served nothing, and dropped those
+/// sends as ones it held already, until it was restarted).
+#[test]
+fn a_replica_that_could_not_empty_a_purged_copy_empties_it_once_its_disk_works() {
+    let mut cluster = Cluster::new(1);
+    let (stream, _) = cluster.topic_everywhere("bad", None);
+    let mut topic = numeric(stream);
+    topic.extend_from_slice(&numeric(0));
+    cluster.send_round(stream, "first");
+    cluster.send_round(stream, "second");
+
+    let storage = cluster.nodes[2].storage.clone();
+    storage.fail_under(&partition_dir(&storage, 0).expect("partition 0's files"), std::io::ErrorKind::Other);
+    cluster.frozen.set(true);
+    for node in 0..2 {
+        cluster.call(node, operation::PURGE_TOPIC, 0, &topic).unwrap_or_else(|s| panic!("node {node}: {s}"));
+    }
+    assert!(storage.failed_calls() > 0, "node 2 tried to empty its copy while its disk failed");
+    storage.heal();
+    cluster.call(2, operation::PURGE_TOPIC, 0, &topic).expect("node 2 applies the purge");
+    cluster.frozen.set(false);
+
+    cluster.send_round(stream, "after the purge");
+    let want = expected(&["after the purge"]);
+    for node in 0..NODES {
+        catches_up(&mut cluster, node, stream, &want, "after the disk healed");
+    }
 }

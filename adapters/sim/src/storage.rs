@@ -54,6 +54,11 @@ struct Faults {
     calls: u64,
     /// Mutating calls numbered in this range fail with this kind (until healed).
     failing: Option<(std::ops::Range<u64>, io::ErrorKind)>,
+    /// Mutating calls on paths at or under this one fail with this kind (until healed): a
+    /// part of the disk gone bad while the rest works.
+    failing_under: Option<(PathBuf, io::ErrorKind)>,
+    /// Mutating calls failed so far.
+    failed: u64,
     /// Bytes all files may hold together; a write past it fails with `StorageFull`.
     capacity: Option<u64>,
 }
@@ -91,16 +96,17 @@ impl Transfer {
 const UNLIMITED_CAPACITY: u64 = 1 << 40;
 
 impl Disk {
-    /// Counts a mutating call and fails it when a fault covers it.
-    fn mutate(&mut self) -> io::Result<()> {
+    /// Counts a mutating call on `path` and fails it when a fault covers it.
+    fn mutate(&mut self, path: &Path) -> io::Result<()> {
         let call = self.faults.calls;
         self.faults.calls += 1;
-        match &self.faults.failing {
-            Some((calls, kind)) if calls.contains(&call) => {
-                Err(io::Error::new(*kind, format!("injected fault at call {call}")))
-            }
-            _ => Ok(()),
-        }
+        let kind = match (&self.faults.failing, &self.faults.failing_under) {
+            (Some((calls, kind)), _) if calls.contains(&call) => *kind,
+            (_, Some((dir, kind))) if path.starts_with(dir) => *kind,
+            _ => return Ok(()),
+        };
+        self.faults.failed += 1;
+        Err(io::Error::new(kind, format!("injected fault at call {call} ({})", path.display())))
     }
 
     fn used_bytes(&self) -> u64 {
@@ -177,9 +183,21 @@ impl SimStorage {
         self.disk.borrow_mut().faults.failing = Some((calls, kind));
     }
 
+    /// Makes every mutating call on a path at or under `dir` fail with `kind`, until `heal`.
+    pub fn fail_under(&self, dir: &Path, kind: io::ErrorKind) {
+        self.disk.borrow_mut().faults.failing_under = Some((dir.to_path_buf(), kind));
+    }
+
     /// Ends injected failures (the capacity stays).
     pub fn heal(&self) {
-        self.disk.borrow_mut().faults.failing = None;
+        let mut disk = self.disk.borrow_mut();
+        disk.faults.failing = None;
+        disk.faults.failing_under = None;
+    }
+
+    /// Mutating calls an injected fault failed so far.
+    pub fn failed_calls(&self) -> u64 {
+        self.disk.borrow().faults.failed
     }
 
     /// Bytes all files may hold together (`None`: no limit).
@@ -235,7 +253,7 @@ impl SimStorage {
             // A new descriptor knows the file's length, padding and all.
             Some(state) => state.logical = None,
             None => {
-                disk.mutate()?;
+                disk.mutate(path)?;
                 disk.files.insert(path.to_path_buf(), FileState::default());
             }
         }
@@ -293,7 +311,7 @@ impl StorageFile for SimFile {
         let mut disk = self.disk.borrow_mut();
         let transfers: Vec<Transfer> = bufs.iter().map(|buf| Transfer::of(&self.path, true, buf)).collect();
         disk.transfers.extend(transfers);
-        if let Err(error) = disk.mutate() {
+        if let Err(error) = disk.mutate(&self.path) {
             return (Err(error), bufs);
         }
         let mut room = disk.room();
@@ -339,7 +357,7 @@ impl StorageFile for SimFile {
     async fn sync(&self) -> io::Result<()> {
         self.pause().await;
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(&self.path)?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.durable = state.written.clone();
         Ok(())
@@ -348,7 +366,7 @@ impl StorageFile for SimFile {
     async fn truncate(&self, len: u64) -> io::Result<()> {
         self.pause().await;
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(&self.path)?;
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         state.written.resize(len as usize, 0);
         state.logical = None;
@@ -358,7 +376,7 @@ impl StorageFile for SimFile {
 
     async fn reserve(&self, position: u64, len: u64) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(&self.path)?;
         let room = disk.room();
         let state = disk.files.get_mut(&self.path).ok_or_else(|| missing(&self.path))?;
         let end = position + len;
@@ -385,7 +403,7 @@ impl Storage for SimStorage {
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
         if !disk.dirs.contains(path) {
-            disk.mutate()?;
+            disk.mutate(path)?;
             disk.dirs.insert(path.to_path_buf());
         }
         Ok(())
@@ -393,7 +411,7 @@ impl Storage for SimStorage {
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(path)?;
         disk.files.retain(|p, _| !p.starts_with(path));
         disk.dirs.retain(|p| !p.starts_with(path));
         Ok(())
@@ -401,7 +419,7 @@ impl Storage for SimStorage {
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(path)?;
         disk.files.remove(path).map(|_| ()).ok_or_else(|| missing(path))
     }
 
@@ -421,14 +439,14 @@ impl Storage for SimStorage {
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        disk.mutate()?;
+        disk.mutate(from)?;
         let state = disk.files.remove(from).ok_or_else(|| missing(from))?;
         disk.files.insert(to.to_path_buf(), state);
         Ok(())
     }
 
-    async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
-        self.disk.borrow_mut().mutate()
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.disk.borrow_mut().mutate(path)
     }
 
     async fn space(&self, _path: &Path) -> io::Result<Space> {

@@ -103,6 +103,9 @@ pub struct PartitionGroup<E: Env> {
     pub(super) dirty: RefCell<BTreeSet<Namespace>>,
     /// Partitions whose logs lack batches the group committed, being fetched from peers.
     pub(super) gaps: RefCell<Gaps>,
+    /// Partitions whose stored consumer offsets a committed op could not change here (a disk
+    /// error): made what the group's state says again every second until it works.
+    pub(super) unsynced_offsets: RefCell<BTreeSet<Namespace>>,
     /// Damaged stored batches whose intact copies are asked of peers.
     pub(super) repairs: RefCell<Repairs>,
     /// A journal write failed, or a partition holds messages the group has no record of:
@@ -279,6 +282,7 @@ impl<E: Env> Shard<E> {
             ticks: Cell::new(0),
             blocked: RefCell::new(VecDeque::new()),
             dirty: RefCell::new(BTreeSet::new()),
+            unsynced_offsets: RefCell::default(),
             gaps: RefCell::new(Gaps::new()),
             repairs: RefCell::new(Repairs::new()),
             halted: Cell::new(false),
@@ -395,8 +399,10 @@ impl<E: Env> Shard<E> {
     /// Stores a checkpoint once the partitions hold every batch it covers on disk (its journal
     /// entries go with it). One installed from a peer is stored at once: the replica vouches
     /// for entries above it now (seed 406); the partitions get what it covers from peers.
+    /// Nor is one stored while offset files lack a committed change: a restart replays it.
     async fn checkpoint_group(&self, group: &PartitionGroup<E>, cp: &Checkpoint, installed: bool) -> io::Result<()> {
-        if !installed && !group.blocked.borrow().is_empty() {
+        let waiting = !group.blocked.borrow().is_empty() || !group.unsynced_offsets.borrow().is_empty();
+        if !installed && waiting {
             return Ok(());
         }
         let dirty: Vec<Namespace> = group.dirty.borrow().iter().copied().collect();
@@ -502,7 +508,8 @@ impl<E: Env> Shard<E> {
             _ => log.offsets.delete(&self.storage, consumer).await.map(drop),
         };
         if let Err(error) = result {
-            tracing::error!(%error, partition = %namespace_label(namespace), "a committed consumer offset cannot be stored on this node");
+            tracing::error!(%error, partition = %namespace_label(namespace), "a committed consumer offset cannot be stored on this node (tried again every second)");
+            group.unsynced_offsets.borrow_mut().insert(namespace);
         }
         partition.publish_offsets(&log);
         // The next checkpoint makes it durable before the journal entry goes.
@@ -524,8 +531,13 @@ impl<E: Env> Shard<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
+        // A copy still in an older incarnation (its emptying failed when the reset
+        // committed) is emptied first; one that still cannot be takes no send of the new
+        // incarnation, which would land after the old one's messages: once emptied, it
+        // fetches what it lacks from a peer.
+        self.start_again(group, namespace, &partition, incarnation).await;
         let mut log = partition.log.lock().await;
-        if partition.closed.get() || superseded(&partition, incarnation) {
+        if partition.closed.get() || superseded(&partition, incarnation) || incarnation > partition.incarnation.get() {
             return true;
         }
         if base_offset > log.next_offset() {
@@ -626,8 +638,12 @@ impl<E: Env> Shard<E> {
         {
             let _pump = group.pump.lock().await;
             self.retry_blocked(group).await;
-            if tick % CHECK_TICKS == 0 && group.blocked.borrow().is_empty() {
-                self.find_gaps(group).await;
+            if tick % CHECK_TICKS == 0 {
+                self.adopt_incarnations(group).await;
+                if group.blocked.borrow().is_empty() {
+                    self.find_gaps(group).await;
+                    self.sync_offsets(group).await;
+                }
             }
             self.chase_gaps(group).await;
             self.chase_repairs(group);

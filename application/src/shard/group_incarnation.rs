@@ -84,9 +84,10 @@ impl<E: Env> Shard<E> {
         true
     }
 
-    /// A checkpoint installed from a peer may be of a newer incarnation than a partition's
-    /// copy here (a purge or recreation this node missed): that copy is emptied first, so
-    /// the gaps found next are filled with the new incarnation's batches only.
+    /// Empties every copy here that is older than the incarnation the group's state names:
+    /// after a checkpoint installed from a peer (a purge or recreation this node missed), so
+    /// the gaps found next are filled with the new incarnation's batches only, and every
+    /// second, for a copy whose emptying failed (a disk error) when its reset committed.
     pub(super) async fn adopt_incarnations(&self, group: &PartitionGroup<E>) {
         for (namespace, partition) in self.owned_partitions() {
             let incarnation = group.replica().state_machine().state().incarnation(namespace.packed());
@@ -115,9 +116,11 @@ impl<E: Env> Shard<E> {
                 tracing::info!(partition = %namespace_label(namespace), incarnation, "the partition group started this copy again (emptied)");
                 partition.incarnation.set(incarnation)
             }
-            Err(error) => {
-                tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group started again")
+            // Tried again every second; logged once an incarnation, not every time.
+            Err(error) if partition.failed_reset.replace(incarnation) != incarnation => {
+                tracing::error!(%error, partition = %namespace_label(namespace), "cannot empty a partition its group started again: it serves nothing and takes no sends here until it can (tried again every second)")
             }
+            Err(_) => {}
         }
         partition.refresh(&log);
         partition.publish_offsets(&log);

@@ -19,9 +19,9 @@ use rill_domain::partition_group;
 use rill_domain::vsr::{Entry, Message};
 use rill_domain::wire::codes::operation;
 
-use super::Shard;
 use super::group::{PartitionGroup, Target, consumer_key_of, superseded};
 use super::maintenance::namespace_label;
+use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
 use crate::partition::{DamagedBatch, PartitionLog, REPLY_ROOM};
 use crate::ports::Env;
@@ -214,31 +214,59 @@ impl<E: Env> Shard<E> {
     /// a newer incarnation than the state's: the state's offsets are the old one's.
     pub(super) async fn adopt_group_offsets(&self, group: &PartitionGroup<E>) {
         for (namespace, partition) in self.owned_partitions() {
-            let (wanted, incarnation): (Vec<(crate::partition::ConsumerKey, u64)>, u64) = {
-                let replica = group.replication.replica.borrow();
-                let state = replica.state_machine().state();
-                let offsets = state.consumer_offsets(namespace.packed());
-                let wanted = offsets.map(|(key, offset)| (consumer_key_of(key), offset)).collect();
-                (wanted, state.incarnation(namespace.packed()))
-            };
-            let mut log = partition.log.lock().await;
-            if partition.closed.get() || partition.incarnation.get() > incarnation {
-                continue;
-            }
-            let local = log.offsets.all();
-            let mut result = Ok(());
-            for (key, _) in local.iter().filter(|(key, _)| !wanted.iter().any(|(k, _)| k == key)) {
-                result = result.and(log.offsets.delete(&self.storage, *key).await.map(drop));
-            }
-            for (key, offset) in wanted.iter().filter(|wanted| !local.contains(wanted)) {
-                let fsync = log.settings.consumer_offset_fsync;
-                result = result.and(log.offsets.store(&self.storage, *key, *offset, fsync).await);
-            }
-            if let Err(error) = result {
+            if let Err(error) = self.adopt_offsets(group, namespace, &partition).await {
                 tracing::error!(%error, partition = %namespace_label(namespace), "cannot store the consumer offsets a group checkpoint holds");
+                group.unsynced_offsets.borrow_mut().insert(namespace);
             }
-            partition.publish_offsets(&log);
         }
+    }
+
+    /// Makes the offset files of the partitions a committed op could not change here what
+    /// the group's state says; called once nothing committed waits, when the state holds
+    /// exactly what this node applied.
+    pub(super) async fn sync_offsets(&self, group: &PartitionGroup<E>) {
+        let unsynced: Vec<Namespace> = group.unsynced_offsets.borrow().iter().copied().collect();
+        for namespace in unsynced {
+            let synced = match self.owned(namespace) {
+                Ok(partition) => self.adopt_offsets(group, namespace, &partition).await.is_ok(),
+                Err(_) => true,
+            };
+            if synced {
+                group.unsynced_offsets.borrow_mut().remove(&namespace);
+            }
+        }
+    }
+
+    /// Makes one partition's offset files what the group's state says (stores the state has,
+    /// deletes of those it lacks), except in a copy of a newer incarnation than the state's.
+    async fn adopt_offsets(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+    ) -> std::io::Result<()> {
+        let (wanted, incarnation): (Vec<(crate::partition::ConsumerKey, u64)>, u64) = {
+            let replica = group.replication.replica.borrow();
+            let state = replica.state_machine().state();
+            let offsets = state.consumer_offsets(namespace.packed());
+            let wanted = offsets.map(|(key, offset)| (consumer_key_of(key), offset)).collect();
+            (wanted, state.incarnation(namespace.packed()))
+        };
+        let mut log = partition.log.lock().await;
+        if partition.closed.get() || partition.incarnation.get() > incarnation {
+            return Ok(());
+        }
+        let local = log.offsets.all();
+        let mut result = Ok(());
+        for (key, _) in local.iter().filter(|(key, _)| !wanted.iter().any(|(k, _)| k == key)) {
+            result = result.and(log.offsets.delete(&self.storage, *key).await.map(drop));
+        }
+        for (key, offset) in wanted.iter().filter(|wanted| !local.contains(wanted)) {
+            let fsync = log.settings.consumer_offset_fsync;
+            result = result.and(log.offsets.store(&self.storage, *key, *offset, fsync).await);
+        }
+        partition.publish_offsets(&log);
+        result
     }
 
     /// A peer asks for stored batches of a partition in an incarnation: whole batches from

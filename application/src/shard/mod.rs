@@ -230,6 +230,8 @@ pub struct Partition<S: Storage> {
     /// node applied): the group must know it before this node writes, so a purge whose reset
     /// timed out is submitted again by the next send or offset change.
     wanted_incarnation: Cell<u64>,
+    /// The incarnation the last failed emptying was for, so its retries are logged once.
+    failed_reset: Cell<u64>,
 }
 
 impl<S: Storage> Partition<S> {

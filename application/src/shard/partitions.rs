@@ -157,6 +157,7 @@ impl<E: Env> Shard<E> {
             closed: Default::default(),
             incarnation: std::cell::Cell::new(created_at.max(reset)),
             wanted_incarnation: std::cell::Cell::new(created_at.max(purged)),
+            failed_reset: Default::default(),
         });
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);

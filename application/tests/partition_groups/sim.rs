@@ -25,6 +25,9 @@ use rill_domain::wire::tlv;
 
 use super::*;
 
+#[path = "sim_faults.rs"]
+mod faults;
+
 /// Steps of a run, unless `PARTITION_GROUP_STEPS` says otherwise (longer runs reach
 /// deeper states: more checkpoints, more restarts on top of each other).
 const SIM_STEPS: u64 = 400;
@@ -48,6 +51,9 @@ enum Mode {
     /// A segment run whose topic has a size cap, a message expiry or both, with the shards'
     /// cleaners run on any node.
     Retention,
+    /// A plain run in which one node's disk now and then fails every write under one
+    /// partition's directory for a while (kills, cut-offs and resets wait until it heals).
+    DiskFaults,
 }
 
 impl Mode {
@@ -57,6 +63,7 @@ impl Mode {
             Mode::Plain => "false",
             Mode::Segments => "true",
             Mode::Retention => "retention",
+            Mode::DiskFaults => "disk",
         }
     }
 
@@ -64,6 +71,7 @@ impl Mode {
         match value {
             "true" => Mode::Segments,
             "retention" => Mode::Retention,
+            "disk" => Mode::DiskFaults,
             _ => Mode::Plain,
         }
     }
@@ -132,6 +140,10 @@ struct Sim {
     retention: Option<Rng>,
     /// Retention runs only: the topic's size cap and message expiry (one or both).
     limits: (Option<u64>, Option<u64>),
+    /// Disk-fault runs only: when a node's disk fails under a partition, and when it heals.
+    disk: Option<Rng>,
+    /// The node whose disk fails now, and the step it began.
+    faulty: Option<(u8, u64)>,
     deletions: Vec<Deletion>,
     cluster: Cluster,
     stream: u32,
@@ -167,9 +179,11 @@ impl Sim {
             shards_per_node,
             mode,
             rng,
-            segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
+            segments: matches!(mode, Mode::Segments | Mode::Retention).then(|| Rng::seeded(seed ^ 0x5e9)),
             retention,
             limits,
+            disk: (mode == Mode::DiskFaults).then(|| Rng::seeded(seed ^ 0xd15c)),
+            faulty: None,
             deletions: Vec::new(),
             cluster,
             stream: 0,
@@ -262,6 +276,9 @@ impl Sim {
 
     fn act(&mut self) {
         let choice = self.rng.below(1000);
+        // A node restarted on a failing disk could not open its partitions: the faults that
+        // restart nodes, and resets (which write under the partitions), wait for the heal.
+        let choice = if self.faulty.is_some() && (650..=782).contains(&choice) { 1000 } else { choice };
         match choice {
             0..=449 => self.submit_send(),
             450..=599 => self.submit_poll(),
@@ -283,6 +300,7 @@ impl Sim {
         if self.retention.as_mut().is_some_and(|rng| rng.chance(4)) {
             self.run_cleaners();
         }
+        self.disk_faults();
     }
 
     fn up_node_with_client(&mut self) -> Option<u8> {
@@ -432,70 +450,6 @@ impl Sim {
         TopicRef { stream: Identifier::Numeric(self.stream), topic: Identifier::Numeric(0) }
     }
 
-    fn kill(&mut self) {
-        let node = self.rng.below(u64::from(NODES)) as u8;
-        let power_loss = self.rng.chance(50);
-        self.trace(|| format!("kill node {node}, power loss {power_loss}"));
-        self.cluster.kill(node, power_loss);
-        // Requests in flight on it are lost with it: their sends may or may not be stored.
-        self.idle[node as usize].clear();
-        self.done.borrow_mut().retain(|done| match done {
-            Done::Send { node: n, .. }
-            | Done::Poll { node: n, .. }
-            | Done::Store { node: n, .. }
-            | Done::Delete { node: n, .. }
-            | Done::Clean { node: n, .. } => *n != node,
-        });
-        self.lose_stores_through(|through| through == node);
-        self.down = Some((node, self.step));
-    }
-
-    /// Every node loses power at once and starts again: whatever each had not fsynced is
-    /// gone, and the group must still hold every send it acknowledged.
-    fn power_cut(&mut self) {
-        self.trace(|| "power cut".into());
-        for node in 0..NODES {
-            self.cluster.kill(node, true);
-            self.idle[node as usize].clear();
-        }
-        self.done.borrow_mut().clear();
-        self.lose_stores_through(|_| true);
-        for node in 0..NODES {
-            self.cluster.start(node);
-            self.log_clients_in(node);
-        }
-    }
-
-    /// Stores in flight through a node that went down: their answer never comes, and they
-    /// may or may not have been made (until a later store is acknowledged).
-    fn lose_stores_through(&mut self, lost: impl Fn(u8) -> bool) {
-        for stored in &mut self.offsets {
-            if stored.in_flight.is_some_and(&lost) {
-                (stored.in_flight, stored.across_reset, stored.unknown) = (None, false, true);
-            }
-        }
-    }
-
-    fn restart(&mut self) {
-        let Some((node, _)) = self.down.take() else { return };
-        self.trace(|| format!("restart node {node}"));
-        self.cluster.start(node);
-        self.log_clients_in(node);
-    }
-
-    fn isolate(&mut self) {
-        let node = self.rng.below(u64::from(NODES)) as u8;
-        self.trace(|| format!("isolate node {node}"));
-        self.cluster.faults.borrow_mut().isolated = Some(node);
-        self.isolated = Some((node, self.step));
-    }
-
-    fn heal(&mut self) {
-        self.trace(|| "heal".into());
-        self.cluster.faults.borrow_mut().isolated = None;
-        self.isolated = None;
-    }
-
     /// A purge, or a deletion and a creation with the same ids, on every node within this
     /// step (the requests in flight go on meanwhile).
     fn reset(&mut self, recreate: bool) {
@@ -609,6 +563,7 @@ impl Sim {
     /// Every node up, the plane whole, every request ended; then every node must serve the
     /// same, and that must be what was acknowledged since the last reset.
     fn finish(&mut self) {
+        self.heal_disk();
         self.heal();
         self.cluster.faults.borrow_mut().drop_percent = 0;
         self.cluster.faults.borrow_mut().duplicate_percent = 0;
@@ -729,8 +684,8 @@ impl Sim {
 /// Seeds past the default range that once failed (docs/testing.md says what each found), and
 /// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
-/// a node, with two, as a segment run and as a retention run (`PARTITION_GROUP_SHARDS` and
-/// `PARTITION_GROUP_SEGMENTS=true|false|retention` pick one).
+/// a node, with two, as a segment run, as a retention run and as a disk-fault run
+/// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
 const FOUND_BUGS: [(u64, u64); 21] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
@@ -776,7 +731,13 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
         match (std::env::var("PARTITION_GROUP_SHARDS"), std::env::var("PARTITION_GROUP_SEGMENTS")) {
             (Ok(count), mode) => vec![(count.parse().expect("1 or 2"), Mode::from_env(mode.as_deref().unwrap_or("")))],
             (Err(_), Ok(mode)) => vec![(1, Mode::from_env(&mode))],
-            (Err(_), Err(_)) => vec![(1, Mode::Plain), (2, Mode::Plain), (1, Mode::Segments), (1, Mode::Retention)],
+            (Err(_), Err(_)) => vec![
+                (1, Mode::Plain),
+                (2, Mode::Plain),
+                (1, Mode::Segments),
+                (1, Mode::Retention),
+                (1, Mode::DiskFaults),
+            ],
         };
     for (count, mode) in modes {
         for &(seed, steps) in &runs {
