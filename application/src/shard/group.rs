@@ -388,7 +388,7 @@ impl<E: Env> Shard<E> {
             // offset store would go back in time); a restart's own checkpoints cover nothing (10045).
             group.blocked.borrow_mut().retain(|blocked| blocked.entry.op > installed_at);
             self.adopt_incarnations(group).await;
-            self.adopt_log_starts(group).await;
+            self.adopt_log_starts(group, false).await;
             self.adopt_group_offsets(group).await;
             if group.blocked.borrow().is_empty() {
                 self.find_gaps(group).await;
@@ -643,6 +643,7 @@ impl<E: Env> Shard<E> {
                 if group.blocked.borrow().is_empty() {
                     self.find_gaps(group).await;
                     self.sync_offsets(group).await;
+                    self.adopt_log_starts(group, true).await;
                 }
             }
             self.chase_gaps(group).await;

@@ -447,15 +447,21 @@ impl<E: Env> Shard<E> {
     }
 
     /// A state installed from a peer may record deletions this node never applied (the state
-    /// covers their ops): each copy in the state's incarnation follows its partition's log start.
-    pub(super) async fn adopt_log_starts(&self, group: &PartitionGroup<E>) {
+    /// covers their ops), and a committed deletion may have failed here (a disk error; tried
+    /// again every second, `busy_skips` then, so a partition held by a write waits for the
+    /// next): each copy in the state's incarnation follows its partition's log start.
+    pub(super) async fn adopt_log_starts(&self, group: &PartitionGroup<E>, busy_skips: bool) {
         for (namespace, partition) in self.owned_partitions() {
             let (start, incarnation) = {
                 let replica = group.replica();
                 let state = replica.state_machine().state();
                 (state.log_start(namespace.packed()), state.incarnation(namespace.packed()))
             };
-            let mut log = partition.log.lock().await;
+            let mut log = match partition.log.try_lock() {
+                Some(log) => log,
+                None if busy_skips => continue,
+                None => partition.log.lock().await,
+            };
             if start > log.first_offset() && !partition.closed.get() && partition.incarnation.get() == incarnation {
                 self.follow_deletions(namespace, &mut log, start).await;
                 partition.refresh(&log);

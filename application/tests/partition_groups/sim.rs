@@ -4,7 +4,8 @@
 //! duplicates and reorders messages, and consumer offsets stored through any node; in segment
 //! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node; in
 //! retention runs also a size cap or a message expiry on the topic (or both) and the shards'
-//! cleaners run now and then on any node (only the primary's asks the group to delete).
+//! cleaners run now and then on any node (only the primary's asks the group to delete); in
+//! disk-fault runs (segment runs too) also one node's disk failing under a partition a while.
 //! Checked as it runs (a poll serves offsets without a gap, from 0 unless a deletion was asked
 //! for, only messages sent to that partition, and none a purge or recreation finished before
 //! the poll removed) and at the end, once every node is up and the plane whole (every node
@@ -51,7 +52,7 @@ enum Mode {
     /// A segment run whose topic has a size cap, a message expiry or both, with the shards'
     /// cleaners run on any node.
     Retention,
-    /// A plain run in which one node's disk now and then fails every write under one
+    /// A segment run in which one node's disk now and then fails every write under one
     /// partition's directory for a while (kills, cut-offs and resets wait until it heals).
     DiskFaults,
 }
@@ -179,7 +180,7 @@ impl Sim {
             shards_per_node,
             mode,
             rng,
-            segments: matches!(mode, Mode::Segments | Mode::Retention).then(|| Rng::seeded(seed ^ 0x5e9)),
+            segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
             retention,
             limits,
             disk: (mode == Mode::DiskFaults).then(|| Rng::seeded(seed ^ 0xd15c)),
@@ -686,7 +687,7 @@ impl Sim {
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, with two, as a segment run, as a retention run and as a disk-fault run
 /// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
-const FOUND_BUGS: [(u64, u64); 21] = [
+const FOUND_BUGS: [(u64, u64); 22] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -710,6 +711,8 @@ const FOUND_BUGS: [(u64, u64); 21] = [
     (180, SIM_STEPS),
     // Found by the retention runs (cleaners, size caps and expiry).
     (239, 2_000),
+    // Found by the disk-fault runs.
+    (54, SIM_STEPS),
 ];
 
 #[test]
