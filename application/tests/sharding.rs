@@ -197,3 +197,66 @@ fn encrypted_messages_are_sealed_on_disk_and_served_plain_on_every_shard() {
         assert!(!bytes.windows(6).any(|w| w == b"secret"), "{} holds plain text", path.display());
     }
 }
+
+/// Runs every shard's failed-write retry once (the server runs it every second).
+fn retry_everywhere(shards: &[std::rc::Rc<rill_application::Shard<SimEnv>>]) {
+    for shard in shards {
+        block_on(shard.retry_failed_writes());
+    }
+}
+
+#[test]
+fn a_partition_that_could_not_be_created_opens_once_the_disk_works() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    let stream = create_stream(&mut client, "orders");
+    // Partition 1's directory cannot be made while the topic is created.
+    storage.fail_under(std::path::Path::new("/data/streams/0/topics/0/partitions/1"), std::io::ErrorKind::Other);
+    let mut body = numeric(stream);
+    body.extend_from_slice(&3u32.to_le_bytes());
+    body.extend_from_slice(&[1, b't']);
+    assert_eq!(client.call(operation::CREATE_TOPIC, 0, &body).map(drop), Err(13000), "the failure is reported");
+    for partition in [0, 2] {
+        send(&mut client, 0, partition, &[b"served"]).expect("the other partitions serve");
+    }
+    create_stream(&mut client, "metadata goes on");
+    assert_eq!(send(&mut client, 0, 1, &[b"refused"]).map(drop), Err(13000), "partition 1 is not open");
+    retry_everywhere(&shards);
+    assert_eq!(send(&mut client, 0, 1, &[b"refused"]).map(drop), Err(13000), "nor while the disk fails");
+    storage.heal();
+    retry_everywhere(&shards);
+    send(&mut client, 0, 1, &[b"opened"]).expect("partition 1 takes sends once opened");
+    for partition in 0..3 {
+        assert_eq!(poll(&mut client, 0, partition).0, 1, "partition {partition}");
+    }
+}
+
+#[test]
+fn a_partition_that_cannot_open_at_start_leaves_the_others_serving() {
+    let storage = SimStorage::new();
+    {
+        let (shards, _) = start(&storage);
+        let mut client = Client::login(&shards[1]);
+        create_stream_and_topic(&mut client, "orders", 3);
+        for partition in 0..3 {
+            send(&mut client, 0, partition, &[b"kept"]).expect("send");
+        }
+        block_on(shards[0].flush_all()).expect("flush all shards");
+    }
+    // Partition 2 lost its `created_at` marker, which the next start writes again, and every
+    // mutating call under its directory fails then.
+    let dir = std::path::Path::new("/data/streams/0/topics/0/partitions/2");
+    block_on(rill_application::ports::Storage::remove_file(&storage, &dir.join("created_at"))).expect("marker");
+    storage.fail_under(dir, std::io::ErrorKind::Other);
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    for partition in 0..2 {
+        assert_eq!(poll(&mut client, 0, partition).0, 1, "partition {partition} serves");
+    }
+    assert_eq!(send(&mut client, 0, 2, &[b"refused"]).map(drop), Err(13000), "partition 2 is not open");
+    assert!(storage.failed_calls() > 0, "its opening failed");
+    storage.heal();
+    retry_everywhere(&shards);
+    assert_eq!(poll(&mut client, 0, 2).0, 1, "partition 2 once the disk works");
+}

@@ -273,7 +273,9 @@ impl<E: Env> Shard<E> {
 
     /// Retries the pending writes of partitions whose last write failed, so what they
     /// acknowledged reaches disk, and they take sends again, once the disk has room.
+    /// Partitions that could not be opened are opened again first.
     pub async fn retry_failed_writes(&self) {
+        self.open_unopened().await;
         for (namespace, partition) in self.owned_partitions() {
             if !partition.stats.read_only() {
                 continue;

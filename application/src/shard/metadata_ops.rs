@@ -143,12 +143,17 @@ impl<E: Env> Shard<E> {
         }) else {
             return Ok(());
         };
+        // A partition that fails to open does not keep the others from it: the first failure
+        // is returned once all were tried.
+        let mut opened = Ok(());
         for partition in partitions {
             let Some(namespace) = Namespace::new(stream_id, topic_id, partition) else { continue };
             let created_at = created.get(partition as usize).copied().unwrap_or_default();
-            self.on_owners(vec![namespace], || PartitionOp::Open { settings, fresh: true, created_at }).await?;
+            let open =
+                self.on_owners(vec![namespace], || PartitionOp::Open { settings, fresh: true, created_at }).await;
+            opened = opened.and(open);
         }
-        Ok(())
+        opened
     }
 
     /// Runs a lifecycle operation on each partition's owner, all at once, and waits for every

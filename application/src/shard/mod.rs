@@ -277,6 +277,9 @@ pub struct Shard<E: Env> {
     host_metrics: E::HostMetrics,
     writer: Option<MetadataWriter<E>>,
     partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
+    /// Partitions this shard owns whose opening failed (a disk error), with the `fresh` and
+    /// `created_at` they were opened with: opened again by the failed-write retry.
+    unopened: RefCell<BTreeMap<Namespace, (bool, u64)>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
     /// Seals messages before they are stored and opens them in polls (encryption at rest).
@@ -303,6 +306,7 @@ impl<E: Env> Shard<E> {
             writer: parts.writer,
             encryptor,
             partitions: RefCell::new(BTreeMap::new()),
+            unopened: RefCell::default(),
             balanced: RefCell::new(BTreeMap::new()),
             flush_queue: flusher::FlushQueue::default(),
             group: group::GroupCell::new(),
@@ -404,7 +408,9 @@ impl<E: Env> Shard<E> {
         self.shared.pool
     }
 
-    /// Opens every partition this shard owns, as the committed metadata lists them.
+    /// Opens every partition this shard owns, as the committed metadata lists them. One that
+    /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
+    /// others serve meanwhile.
     pub async fn open_owned_partitions(&self) -> Result<(), StartError> {
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
@@ -423,12 +429,7 @@ impl<E: Env> Shard<E> {
             owned
         });
         for (namespace, settings, created_at) in owned {
-            self.open_partition(namespace, settings, false, created_at).await.map_err(io_context(format!(
-                "opening partition {}/{}/{}",
-                namespace.stream_id(),
-                namespace.topic_id(),
-                namespace.partition_id()
-            )))?;
+            self.open_partition(namespace, settings, false, created_at).await.ok();
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use rill_domain::wire::response;
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
 use crate::partition::{ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, PartitionSettings, Polled, REPLY_ROOM};
-use crate::ports::{BusReply, Env, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::ports::{BusReply, Env, MetadataRead, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest, Storage};
 use crate::shared::PartitionStats;
 use rill_domain::constants::HEADER_SIZE;
 
@@ -127,7 +127,8 @@ impl<E: Env> Shard<E> {
     /// Opens a partition this shard owns. `fresh` says the metadata just created it: files
     /// of a deleted partition with the same ids are removed then, but not its own files,
     /// which a clustered node that replays the creation while it catches up already holds
-    /// (the `created_at` marker in the directory tells the two apart).
+    /// (the `created_at` marker in the directory tells the two apart). One that cannot be
+    /// opened (a disk error) is noted for the failed-write retry, and logged once.
     pub(super) async fn open_partition(
         &self,
         namespace: Namespace,
@@ -135,6 +136,35 @@ impl<E: Env> Shard<E> {
         fresh: bool,
         created_at: u64,
     ) -> std::io::Result<()> {
+        let partition = match self.open_files(namespace, settings, fresh, created_at).await {
+            Ok(partition) => partition,
+            Err(error) => {
+                if self.unopened.borrow_mut().insert(namespace, (fresh, created_at)).is_none() {
+                    tracing::error!(%error, partition = %namespace_label(namespace), "cannot open a partition: it serves nothing here until it can (tried again every second)");
+                }
+                return Err(error);
+            }
+        };
+        if self.unopened.borrow_mut().remove(&namespace).is_some() {
+            tracing::info!(partition = %namespace_label(namespace), "opened a partition that could not be opened before");
+        }
+        let opened = partition.log.try_lock().expect("a new partition is unlocked");
+        partition.refresh(&opened);
+        partition.publish_offsets(&opened);
+        drop(opened);
+        let stats = partition.stats.clone();
+        self.partitions.borrow_mut().insert(namespace, partition);
+        self.shared.partitions.insert(namespace, stats);
+        Ok(())
+    }
+
+    async fn open_files(
+        &self,
+        namespace: Namespace,
+        settings: PartitionSettings,
+        fresh: bool,
+        created_at: u64,
+    ) -> std::io::Result<Rc<Partition<E::Storage>>> {
         let dir = self.partition_dir(namespace);
         let marker = dir.join(CREATED_AT_MARKER);
         let recorded = read_marker(&self.storage, &marker).await;
@@ -150,26 +180,51 @@ impl<E: Env> Shard<E> {
         }
         let reset = read_marker(&self.storage, &dir.join(RESET_MARKER)).await.unwrap_or(0);
         let purged = read_marker(&self.storage, &dir.join(PURGED_MARKER)).await.unwrap_or(0);
-        let stats = Arc::new(PartitionStats::new(self.shard_id));
-        let partition = Rc::new(Partition {
+        Ok(Rc::new(Partition {
             log: async_lock::Mutex::new(log),
-            stats: stats.clone(),
+            stats: Arc::new(PartitionStats::new(self.shard_id)),
             closed: Default::default(),
             incarnation: std::cell::Cell::new(created_at.max(reset)),
             wanted_incarnation: std::cell::Cell::new(created_at.max(purged)),
             failed_reset: Default::default(),
-        });
-        let opened = partition.log.try_lock().expect("a new partition is unlocked");
-        partition.refresh(&opened);
-        partition.publish_offsets(&opened);
-        drop(opened);
-        self.partitions.borrow_mut().insert(namespace, partition);
-        self.shared.partitions.insert(namespace, stats);
-        Ok(())
+        }))
     }
 
+    /// Opens the partitions whose opening failed, as the metadata lists them now; one it no
+    /// longer lists (or lists as a newer creation) is forgotten, or removed again if that
+    /// happened while it opened.
+    pub(super) async fn open_unopened(&self) {
+        let unopened: Vec<(Namespace, (bool, u64))> = self.unopened.borrow().iter().map(|(n, o)| (*n, *o)).collect();
+        let listed = |namespace: Namespace, created_at: u64| {
+            self.metadata.read(|metadata| {
+                let topic = metadata.topic_by_ids(namespace.stream_id(), namespace.topic_id())?;
+                let listed_at = *topic.partitions.get(namespace.partition_id() as usize)?;
+                (listed_at == created_at).then(|| self.partition_settings(&topic.settings))
+            })
+        };
+        for (namespace, (fresh, created_at)) in unopened {
+            let Some(settings) = listed(namespace, created_at) else {
+                self.unopened.borrow_mut().remove(&namespace);
+                continue;
+            };
+            let opened = self.open_partition(namespace, settings, fresh, created_at).await.is_ok();
+            if opened && listed(namespace, created_at).is_none() {
+                self.remove_partition(namespace).await;
+            }
+        }
+    }
+
+    /// A partition this shard serves; one the metadata lists that could not be opened is an
+    /// I/O error, not a missing partition.
     pub(super) fn owned(&self, namespace: Namespace) -> Result<Rc<Partition<E::Storage>>, ErrorCode> {
-        self.partitions.borrow().get(&namespace).cloned().ok_or(ErrorCode::PartitionNotFound)
+        let missing = || {
+            if self.unopened.borrow().contains_key(&namespace) {
+                ErrorCode::IoError
+            } else {
+                ErrorCode::PartitionNotFound
+            }
+        };
+        self.partitions.borrow().get(&namespace).cloned().ok_or_else(missing)
     }
 
     /// Executes one operation on a partition this shard owns. A poll holds the partition's
@@ -181,9 +236,10 @@ impl<E: Env> Shard<E> {
                     .open_partition(namespace, settings, fresh, created_at)
                     .await
                     .map(|()| Vec::new().into())
-                    .map_err(io_failure("opening a partition"));
+                    .map_err(|_| ErrorCode::IoError);
             }
             PartitionOp::Remove => {
+                self.unopened.borrow_mut().remove(&namespace);
                 self.remove_partition(namespace).await;
                 return Ok(Vec::new().into());
             }
