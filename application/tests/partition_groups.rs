@@ -28,7 +28,7 @@ use common::{Rng, messages};
 use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
 use rill_application::Shard;
 use rill_application::memory_pool::{MemoryPool, PoolBuf};
-use rill_application::ports::ReplicaNetwork;
+use rill_application::ports::{Clock, ReplicaNetwork};
 use rill_application::replication::{Membership, TICK_MS};
 use rill_domain::vsr::Message;
 use rill_domain::wire::codes::{code, operation};
@@ -233,14 +233,25 @@ impl Cluster {
         count
     }
 
-    /// One tick: the clock moves (unless frozen) and every replica that is up ticks.
+    /// One tick: the clock moves (unless frozen) and every replica that is up ticks; every
+    /// second of the clock each shard also retries its failed writes and openings, as the
+    /// server's shards do.
     fn tick(&self) {
         if !self.frozen.get() {
             self.clock.advance_us(TICK_MS * 1000);
         }
+        let retry = self.clock.now_us() % 1_000_000 < TICK_MS * 1000;
         for (node, up) in self.nodes.iter().enumerate() {
             for shard in up.shards.clone() {
-                self.running.borrow_mut().push((node as u8, Box::pin(async move { shard.group_tick().await })));
+                self.running.borrow_mut().push((
+                    node as u8,
+                    Box::pin(async move {
+                        shard.group_tick().await;
+                        if retry {
+                            shard.retry_failed_writes().await;
+                        }
+                    }),
+                ));
             }
         }
     }
@@ -259,9 +270,19 @@ impl Cluster {
     /// The same metadata request on every node at one clock reading, as a metadata
     /// cluster commits it on each.
     fn everywhere(&mut self, op: u8, body: &[u8]) {
+        self.everywhere_but(op, body, None);
+    }
+
+    /// The same, where `failing` (a node whose disk fails) may answer with an error.
+    fn everywhere_but(&mut self, op: u8, body: &[u8], failing: Option<u8>) {
         self.frozen.set(true);
         for node in 0..NODES {
-            self.call(node, op, 0, body).unwrap_or_else(|status| panic!("node {node}: op {op} answered {status}"));
+            let answer = self.call(node, op, 0, body);
+            if let Err(status) = answer
+                && failing != Some(node)
+            {
+                panic!("node {node}: op {op} answered {status}");
+            }
         }
         self.frozen.set(false);
     }

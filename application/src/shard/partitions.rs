@@ -287,12 +287,15 @@ impl<E: Env> Shard<E> {
                     // whose apply takes it.
                     let _log = partition.log.lock().await;
                     if incarnation > partition.wanted_incarnation.get() {
+                        // Known to lag first: a copy whose record cannot be written must
+                        // still serve nothing of what the purge removed (seed 68 of the
+                        // disk-fault runs). The next send submits the reset if this fails.
+                        partition.wanted_incarnation.set(incarnation);
                         let dir = self.partition_dir(namespace);
                         let marker = dir.join(PURGED_MARKER);
                         write_marker(&self.storage, &dir, &marker, incarnation)
                             .await
                             .map_err(io_failure("recording a purge"))?;
-                        partition.wanted_incarnation.set(incarnation);
                     }
                 }
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);

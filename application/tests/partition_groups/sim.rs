@@ -277,9 +277,10 @@ impl Sim {
 
     fn act(&mut self) {
         let choice = self.rng.below(1000);
-        // A node restarted on a failing disk could not open its partitions: the faults that
-        // restart nodes, and resets (which write under the partitions), wait for the heal.
-        let choice = if self.faulty.is_some() && (650..=782).contains(&choice) { 1000 } else { choice };
+        // The faults that stop nodes or cut them off wait for a failing disk to heal (one at a
+        // time); resets go on, and the failing node may answer them with an error.
+        let stops = (650..=764).contains(&choice) || (780..=782).contains(&choice);
+        let choice = if self.faulty.is_some() && stops { 1000 } else { choice };
         match choice {
             0..=449 => self.submit_send(),
             450..=599 => self.submit_poll(),
@@ -455,16 +456,17 @@ impl Sim {
     /// step (the requests in flight go on meanwhile).
     fn reset(&mut self, recreate: bool) {
         let topic = self.topic_ref();
+        let failing = self.faulty.map(|(node, _)| node);
         self.trace(|| {
             let roles: Vec<Vec<_>> =
                 self.cluster.nodes.iter().map(|n| n.shards.iter().map(|s| s.group_role()).collect()).collect();
             format!("reset, recreate {recreate}; roles {roles:?}")
         });
         match recreate {
-            false => self.cluster.everywhere(operation::PURGE_TOPIC, &topic),
+            false => self.cluster.everywhere_but(operation::PURGE_TOPIC, &topic, failing),
             true => {
-                self.cluster.everywhere(operation::DELETE_TOPIC, &topic);
-                self.cluster.everywhere(operation::CREATE_TOPIC, &self.topic_body());
+                self.cluster.everywhere_but(operation::DELETE_TOPIC, &topic, failing);
+                self.cluster.everywhere_but(operation::CREATE_TOPIC, &self.topic_body(), failing);
             }
         }
         self.resets.push(self.step);
@@ -565,6 +567,10 @@ impl Sim {
     /// same, and that must be what was acknowledged since the last reset.
     fn finish(&mut self) {
         self.heal_disk();
+        if self.disk.is_some() {
+            // Two seconds: every shard retries the openings and writes its disk failed.
+            self.cluster.pass(2_000 / TICK_MS);
+        }
         self.heal();
         self.cluster.faults.borrow_mut().drop_percent = 0;
         self.cluster.faults.borrow_mut().duplicate_percent = 0;
@@ -687,7 +693,7 @@ impl Sim {
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, with two, as a segment run, as a retention run and as a disk-fault run
 /// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
-const FOUND_BUGS: [(u64, u64); 22] = [
+const FOUND_BUGS: [(u64, u64); 23] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -713,6 +719,7 @@ const FOUND_BUGS: [(u64, u64); 22] = [
     (239, 2_000),
     // Found by the disk-fault runs.
     (54, SIM_STEPS),
+    (68, SIM_STEPS),
 ];
 
 #[test]
