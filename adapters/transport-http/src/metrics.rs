@@ -35,6 +35,9 @@ pub struct Stats {
     /// Sends are refused: the data volume is below its free-space floor.
     pub disk_below_floor: bool,
     pub read_only_partitions: u64,
+    /// Partitions the metadata lists that no shard has open (their opening failed, or the
+    /// shard has not got to it yet).
+    pub unopened_partitions: u64,
     pub damaged_batches: u64,
     /// Bytes of every file under the data directory.
     pub data_directory_bytes: u64,
@@ -102,6 +105,7 @@ fn collect(metadata: &Metadata, context: &GatewayContext) -> (Stats, Vec<Partiti
                 let Some(counters) =
                     Namespace::new(stream.id, topic.id, partition_id).and_then(|ns| context.partition(ns))
                 else {
+                    stats.unopened_partitions += 1;
                     continue;
                 };
                 let usage = counters.usage();
@@ -311,6 +315,7 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
     }
     let gauges = [
         ("read_only_partitions", "Partitions refusing sends after a failed write.", stats.read_only_partitions),
+        ("unopened_partitions", "Partitions no shard could open (a disk error).", stats.unopened_partitions),
         ("disk_total_bytes", "Size of the data volume.", stats.disk_total_bytes),
         ("disk_available_bytes", "Free space on the data volume.", stats.disk_available_bytes),
         ("disk_min_free_bytes", "The free-space floor below which sends are refused.", stats.disk_min_free_bytes),

@@ -45,6 +45,7 @@ async fn metrics_need_a_token_with_read_servers_and_move_with_traffic() -> anyho
     assert_eq!(sample(&after, "rill_partition_messages{stream=\"0\",topic=\"0\",partition=\"0\"}"), Some(1000));
     assert!(sample(&after, "rill_memory_pool_allocated_bytes").unwrap_or(0) > 0, "the pool served the send: {after}");
     assert_eq!(sample(&after, "rill_streams"), Some(1));
+    assert_eq!(sample(&after, "rill_unopened_partitions"), Some(0), "the one partition is open");
 
     let (status, stats) = get(&http, "/stats", Some(&token))?;
     assert_eq!(status, 200);
