@@ -158,6 +158,7 @@ impl<E: Env> Shard<E> {
         Ok(())
     }
 
+    /// A partition's files, recovered (or made, for a fresh one), and its markers read.
     async fn open_files(
         &self,
         namespace: Namespace,

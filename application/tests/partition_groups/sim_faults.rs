@@ -70,7 +70,8 @@ impl Sim {
     }
 
     /// Now and then, while every node is up and reachable, one node's disk starts failing
-    /// every mutating call under one partition's directory; at least 20 steps later it heals.
+    /// every mutating call under one partition's directory, as an I/O error or (on odd steps,
+    /// which draws nothing more) as a full disk; at least 20 steps later it heals.
     pub(super) fn disk_faults(&mut self) {
         let Some(rng) = self.disk.as_mut() else { return };
         match self.faulty {
@@ -78,8 +79,9 @@ impl Sim {
                 let (node, partition) = (rng.below(u64::from(NODES)) as u8, rng.below(u64::from(PARTITIONS)) as u32);
                 let storage = &self.cluster.nodes[node as usize].storage;
                 let Some(dir) = partition_dir(storage, partition) else { return };
-                self.trace(|| format!("disk of node {node} fails under {}", dir.display()));
-                storage.fail_under(&dir, std::io::ErrorKind::Other);
+                let kind = if self.step % 2 == 1 { std::io::ErrorKind::StorageFull } else { std::io::ErrorKind::Other };
+                self.trace(|| format!("disk of node {node} fails ({kind:?}) under {}", dir.display()));
+                storage.fail_under(&dir, kind);
                 self.faulty = Some((node, self.step));
             }
             Some((_, since)) if self.step - since >= 20 && rng.chance(10) => self.heal_disk(),
