@@ -181,3 +181,26 @@ fn a_persisted_send_whose_fsync_fails_is_not_acknowledged() {
     assert!(messages.iter().any(|(offset, _)| *offset == next.base_offset), "the acknowledged batch survives");
     assert_eq!(messages.first().map(|(offset, _)| *offset), Some(0));
 }
+
+/// A purge whose old files went but whose new ones could not be made (the call after the
+/// removal fails) must not leave the log writing into the removed segment: the next write
+/// finishes the purge first, and what is acknowledged then is there after a reopen.
+#[test]
+fn a_purge_that_fails_after_removing_the_files_finishes_before_the_next_write() {
+    let storage = SimStorage::new();
+    let settings = settings(1 << 20, true);
+    let mut log = open(&storage, settings);
+    send(&storage, &mut log, 0..3);
+    // The purge's first call (removing the directory) goes through, the next one fails.
+    let next = storage.mutating_calls();
+    storage.fail_calls(next + 1..next + 2, ErrorKind::Other);
+    assert!(block_on(log.purge(&storage)).is_err(), "the purge reports the failure");
+    assert!(log.write_failure().is_some(), "read-only until the purge is finished");
+    // The next send finishes the purge, and is the first of the new log.
+    let appended = block_on(log.append(&storage, batch_of(20, 2), 20)).expect("the disk works again");
+    assert_eq!(appended.base_offset, 0, "the purged log starts again at offset 0");
+    let acked = vec![(0, "message-0020".to_owned()), (1, "message-0021".to_owned())];
+    assert_eq!(stored(&log), acked);
+    drop(log);
+    assert_eq!(stored(&open(&storage, settings)), acked, "after a reopen");
+}

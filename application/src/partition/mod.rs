@@ -164,6 +164,9 @@ pub struct PartitionLog<S: Storage> {
     /// Bumped by each purge, so a scrubber's place in the old files is not taken for one
     /// in the new.
     generation: u64,
+    /// A purge removed the files and could not make the new ones: the segments still held
+    /// are gone from disk, and the next write makes the new files first.
+    purge_pending: bool,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -223,6 +226,7 @@ impl<S: Storage> PartitionLog<S> {
             dedup: None,
             reported: BTreeSet::new(),
             generation: 0,
+            purge_pending: false,
         };
         if let Some(window) = settings.deduplication {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
@@ -483,6 +487,11 @@ impl<S: Storage> PartitionLog<S> {
     /// Writes at most the first `batches` journaled batches; returns whether anything was
     /// written.
     async fn write_journal(&mut self, storage: &S, fsync: bool, batches: usize) -> io::Result<bool> {
+        if self.purge_pending {
+            // Into removed files a write would seem to land and be gone after a restart.
+            self.finish_purge(storage).await?;
+            return Ok(true);
+        }
         let mut wrote = false;
         let mut left = batches;
         while !self.journal.is_empty() && left > 0 {
@@ -597,8 +606,22 @@ impl<S: Storage> PartitionLog<S> {
     /// On a failure the partition keeps its state in memory (its files may be gone) and is
     /// read-only until a write succeeds.
     pub async fn purge(&mut self, storage: &S) -> io::Result<()> {
+        if let Err(error) = storage.remove_dir_all(&self.dir).await {
+            self.write_failure = Some(error.kind());
+            return Err(error);
+        }
+        self.purge_pending = true;
+        self.finish_purge(storage).await
+    }
+
+    /// Whether a purge removed the files and has not made the new ones yet.
+    pub fn purge_pending(&self) -> bool {
+        self.purge_pending
+    }
+
+    /// Makes a purged log's new files; until it succeeds the partition is read-only.
+    async fn finish_purge(&mut self, storage: &S) -> io::Result<()> {
         let fresh = async {
-            storage.remove_dir_all(&self.dir).await?;
             storage.create_dir_all(&self.dir).await?;
             let segment = Segment::create(storage, &self.dir, 0, self.settings.direct_log).await?;
             Ok::<_, io::Error>((segment, ConsumerOffsets::load(storage, &self.dir).await?))
@@ -612,6 +635,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         self.offsets = offsets;
         self.last_timestamp = 0;
+        self.purge_pending = false;
         self.start_empty(segment);
         Ok(())
     }

@@ -281,9 +281,10 @@ impl<E: Env> Shard<E> {
                 continue;
             }
             let mut log = partition.log.lock().await;
-            // With nothing pending (a persisted topic's journal is always empty) the next
-            // send is the retry.
-            if partition.closed.get() || log.write_failure().is_none() || log.unsaved_messages() == 0 {
+            // With nothing pending (a persisted topic's journal is always empty, and no purge
+            // is left half done) the next send is the retry.
+            let nothing_pending = log.unsaved_messages() == 0 && !log.purge_pending();
+            if partition.closed.get() || log.write_failure().is_none() || nothing_pending {
                 continue;
             }
             let fsync = log.settings.enforce_fsync;
