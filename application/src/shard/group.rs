@@ -496,6 +496,10 @@ impl<E: Env> Shard<E> {
             Err(done) => return done,
         };
         let consumer = consumer_key_of((kind, id));
+        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+            group.unsynced_offsets.borrow_mut().insert(namespace);
+            return true;
+        }
         let mut log = partition.log.lock().await;
         if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
@@ -531,13 +535,11 @@ impl<E: Env> Shard<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
-        // A copy still in an older incarnation (its emptying failed when the reset
-        // committed) is emptied first; one that still cannot be takes no send of the new
-        // incarnation, which would land after the old one's messages: once emptied, it
-        // fetches what it lacks from a peer.
-        self.start_again(group, namespace, &partition, incarnation).await;
+        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+            return true;
+        }
         let mut log = partition.log.lock().await;
-        if partition.closed.get() || superseded(&partition, incarnation) || incarnation > partition.incarnation.get() {
+        if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
         }
         if base_offset > log.next_offset() {

@@ -95,6 +95,22 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// Before a committed op of `incarnation` is made in a copy: one still in an older
+    /// incarnation (its emptying failed when the reset committed) is emptied first. False if
+    /// it still cannot be: the op would land among the old incarnation's messages and
+    /// offsets, so it is not made here (the copy fetches it from a peer, or takes its
+    /// offsets from the group's state, once emptied).
+    pub(super) async fn in_incarnation(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+        incarnation: u64,
+    ) -> bool {
+        self.start_again(group, namespace, partition, incarnation).await;
+        incarnation <= partition.incarnation.get()
+    }
+
     /// Empties this node's copy of a partition into `incarnation`, unless it is in that one
     /// or a newer one already.
     pub(super) async fn start_again(

@@ -396,6 +396,11 @@ impl<E: Env> Shard<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
+        // A copy that cannot be emptied into the op's incarnation follows the log start
+        // once it is (`adopt_log_starts`).
+        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+            return true;
+        }
         let mut log = partition.log.lock().await;
         if partition.closed.get() || superseded(&partition, incarnation) {
             return true;
