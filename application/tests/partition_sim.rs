@@ -1,6 +1,6 @@
 //! Seeded simulation of a partition's write path on simulated storage: appends, flushes,
 //! consumer-offset stores, segment rolls, retention, polls, graceful restarts, power loss
-//! (unsynced bytes lost, a torn tail kept) and failing storage calls, in one thread and
+//! (unsynced bytes lost, a torn tail kept), purges and failing storage calls, in one thread and
 //! replayable from its seed. Checks after every restart: every message acknowledged on a
 //! persisted topic is present, byte-exact, at its offset; an offset once acknowledged never
 //! holds anything else; nothing appears that was never sent; a stored (fsynced) consumer
@@ -42,6 +42,9 @@ struct Run {
     heal_at_step: Option<u64>,
     /// Power losses so far.
     crashes: u64,
+    /// When the partition is purged: a generator of its own, so the other draws stay those
+    /// of a run without purges.
+    purges: Rng,
 }
 
 const DIR: &str = "/p";
@@ -62,7 +65,9 @@ impl Run {
         };
         let storage = SimStorage::new();
         let log = block_on(PartitionLog::open(&storage, Path::new(DIR), 0, settings, true)).expect("a new partition");
-        Self { seed, rng, storage, settings, log, model: Model::default(), step: 0, heal_at_step: None, crashes: 0 }
+        let purges = Rng::seeded(seed ^ 0x9e7);
+        let model = Model::default();
+        Self { seed, rng, storage, settings, log, model, step: 0, heal_at_step: None, crashes: 0, purges }
     }
 
     fn fail(&self, what: String) -> ! {
@@ -111,6 +116,26 @@ impl Run {
             let first = self.log.first_offset();
             self.model.acked.retain(|&offset, _| offset >= first);
         }
+    }
+
+    /// Empties the partition. A purge that fails is either undone whole (its files were
+    /// not removed) or, once the fault heals, finished by the next write: after it nothing
+    /// sent before may be served, and offsets start again at 0.
+    fn purge(&mut self) {
+        let result = block_on(self.log.purge(&self.storage));
+        trace(|| format!("  purge: {result:?}, pending {}", self.log.purge_pending()));
+        if result.is_err() {
+            self.storage.heal();
+            self.heal_at_step = None;
+            if !self.log.purge_pending() {
+                return;
+            }
+            let finished = block_on(self.log.flush(&self.storage, false));
+            if finished.is_err() || self.log.purge_pending() || self.log.next_offset() != 0 {
+                self.fail(format!("a half-done purge was not finished by the next write: {finished:?}"));
+            }
+        }
+        self.model = Model::default();
     }
 
     /// Everything from the first offset, checked against the model; the offsets read.
@@ -251,6 +276,9 @@ impl Run {
             85..=89 => self.graceful_restart(),
             90..=95 => self.crash(),
             _ => self.inject_fault(),
+        }
+        if self.purges.chance(2) {
+            self.purge();
         }
     }
 }
