@@ -291,3 +291,28 @@ fn a_log_restarted_past_its_end_goes_on_from_there_and_keeps_its_stored_offsets(
     let old = ["00000000000000000000.log", "00000000000000000006.log", "00000000000000000006.index"];
     assert!(old.iter().all(|name| !names.contains(&name.to_string())), "old segments gone: {names:?}");
 }
+
+/// A restart that failed half-way (some of the old files renamed away, then a call failed)
+/// is tried again and finishes: the files it renamed already are not asked for again.
+#[test]
+fn a_log_restart_that_failed_half_way_finishes_when_tried_again() {
+    let storage = SimStorage::new();
+    let batch_len = batch_of(0, 2).len() as u64;
+    let mut log = open(&storage, settings(batch_len * 3, false));
+    for i in 0..5 {
+        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    block_on(log.flush(&storage, true)).unwrap();
+    assert_eq!(log.segments_count(), 2);
+    // The first rename goes through, the second fails.
+    let next = storage.mutating_calls();
+    storage.fail_calls(next + 1..next + 2, std::io::ErrorKind::Other);
+    assert!(block_on(log.restart_at(&storage, 40)).is_err());
+    block_on(log.restart_at(&storage, 40)).expect("the retry finishes the restart");
+    assert_eq!((log.first_offset(), log.next_offset(), log.segments_count()), (40, 40, 1));
+    assert!(block_on(log.append_replicated(&storage, batch_of(40, 2), 40, 5)).unwrap().is_some());
+    block_on(log.flush(&storage, true)).unwrap();
+    let reopened = open(&storage, settings(batch_len * 3, false));
+    assert_eq!((reopened.first_offset(), reopened.next_offset()), (40, 42));
+    assert_eq!(read_all(&reopened, 40, 100), vec!["message-0040", "message-0041"]);
+}

@@ -133,8 +133,10 @@ impl<S: Storage> PartitionLog<S> {
         let mut detached = Detached::default();
         for start in self.segments.iter().map(|segment| segment.start_offset).collect::<Vec<_>>() {
             for name in [index_file_name(start), log_file_name(start)] {
-                let deleted = self.dir.join(format!("{name}{DELETED_SUFFIX}"));
-                if let Err(error) = storage.rename(&self.dir.join(&name), &deleted).await {
+                let (path, deleted) = (self.dir.join(&name), self.dir.join(format!("{name}{DELETED_SUFFIX}")));
+                // Renamed already by a restart that failed after it: this is its retry.
+                let renamed = !storage.exists(&path).await && storage.exists(&deleted).await;
+                if !renamed && let Err(error) = storage.rename(&path, &deleted).await {
                     self.write_failure = Some(error.kind());
                     return Err(error);
                 }
