@@ -53,15 +53,22 @@ fn reads_span_disk_and_journal() {
     assert_eq!(log.offset_at_timestamp(99), None);
 }
 
+/// A log of 3-batch segments holding `batches` batches of two messages, flushed with
+/// fsync; and a batch's length.
+fn flushed_log(storage: &SimStorage, batches: u32) -> (PartitionLog<SimStorage>, u64) {
+    let batch_len = batch_of(0, 2).len() as u64;
+    let mut log = open(storage, settings(batch_len * 3, false));
+    for i in 0..batches {
+        block_on(log.append(storage, batch_of(i * 2, 2), 1)).unwrap();
+    }
+    block_on(log.flush(storage, true)).unwrap();
+    (log, batch_len)
+}
+
 #[test]
 fn segments_roll_at_the_size_limit_and_reopen() {
     let storage = SimStorage::new();
-    let batch_len = batch_of(0, 2).len() as u64;
-    let mut log = open(&storage, settings(batch_len * 3, false));
-    for i in 0..10 {
-        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
-    }
-    block_on(log.flush(&storage, true)).unwrap();
+    let (log, batch_len) = flushed_log(&storage, 10);
     assert_eq!(log.segments_count(), 4);
     assert!(storage.file_len(Path::new("/p/00000000000000000006.log")).is_some());
     let reopened = open(&storage, settings(batch_len * 3, false));
@@ -267,12 +274,7 @@ fn a_send_far_past_the_thresholds_writes_one_chunk_and_not_what_a_flusher_took_o
 #[test]
 fn a_log_restarted_past_its_end_goes_on_from_there_and_keeps_its_stored_offsets() {
     let storage = SimStorage::new();
-    let batch_len = batch_of(0, 2).len() as u64;
-    let mut log = open(&storage, settings(batch_len * 3, false));
-    for i in 0..5 {
-        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
-    }
-    block_on(log.flush(&storage, true)).unwrap();
+    let (mut log, batch_len) = flushed_log(&storage, 5);
     let consumer = ConsumerKey::Consumer(1);
     block_on(log.offsets.store(&storage, consumer, 3, true)).unwrap();
     assert_eq!(log.segments_count(), 2);
@@ -297,12 +299,7 @@ fn a_log_restarted_past_its_end_goes_on_from_there_and_keeps_its_stored_offsets(
 #[test]
 fn a_log_restart_that_failed_half_way_finishes_when_tried_again() {
     let storage = SimStorage::new();
-    let batch_len = batch_of(0, 2).len() as u64;
-    let mut log = open(&storage, settings(batch_len * 3, false));
-    for i in 0..5 {
-        block_on(log.append(&storage, batch_of(i * 2, 2), 1)).unwrap();
-    }
-    block_on(log.flush(&storage, true)).unwrap();
+    let (mut log, batch_len) = flushed_log(&storage, 5);
     assert_eq!(log.segments_count(), 2);
     // The first rename goes through, the second fails.
     let next = storage.mutating_calls();
