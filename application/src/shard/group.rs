@@ -293,6 +293,7 @@ impl<E: Env> Shard<E> {
         let group = self.group().expect("just set");
         let _pump = group.pump.lock().await;
         self.carry_out_group(group, effects).await;
+        self.note_journaled_resets(group);
         self.refuse_unrecorded_partitions(group).await;
         Ok(())
     }

@@ -53,6 +53,24 @@ impl<E: Env> Shard<E> {
         known.max(partition.wanted_incarnation.get()) > partition.incarnation.get()
     }
 
+    /// After a restart: a reset in the journal above what the replica applied is a purge or
+    /// a recreation the metadata committed; until it commits here too, the copy it empties
+    /// lags and serves nothing (seed 771 of the disk-fault runs: a node whose purge record
+    /// could not be written restarted and served purged messages until its group caught up).
+    pub(super) fn note_journaled_resets(&self, group: &PartitionGroup<E>) {
+        let resets: Vec<(u64, u64)> = {
+            let replica = group.replica();
+            let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
+            let resets = entries.filter(|entry| entry.operation == operation::RESET_PARTITION);
+            resets.filter_map(|entry| partition_group::parse_reset_body(&entry.body)).collect()
+        };
+        for (key, incarnation) in resets {
+            if let super::group::Target::Open(_, partition) = self.group_partition(key) {
+                partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
+            }
+        }
+    }
+
     /// A purge of a replicated partition: a reset to the purge's incarnation, answered once
     /// it commits (every replica empties the partition when it applies it).
     pub(super) async fn replicate_reset(

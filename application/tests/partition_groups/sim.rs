@@ -693,7 +693,7 @@ impl Sim {
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, with two, as a segment run, as a retention run and as a disk-fault run
 /// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
-const FOUND_BUGS: [(u64, u64); 24] = [
+const FOUND_BUGS: [(u64, u64); 26] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -721,6 +721,8 @@ const FOUND_BUGS: [(u64, u64); 24] = [
     (54, SIM_STEPS),
     (68, SIM_STEPS),
     (198, SIM_STEPS),
+    (668, SIM_STEPS),
+    (771, SIM_STEPS),
 ];
 
 #[test]
