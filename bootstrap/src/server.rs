@@ -344,7 +344,7 @@ fn peer_shard(
             writer: None,
         };
         let system = Rc::new(Shard::new(parts));
-        system.open_owned_partitions().await?;
+        system.open_owned_partitions().await;
         if let Err(error) = crate::cluster::start_group(&system, &cluster).await {
             let _ = ready.send(Err(format!("{error:#}")));
             return Err(error);
@@ -487,7 +487,7 @@ impl Shard0 {
         compio::runtime::spawn(serve_inbox(system.clone(), inbox)).detach();
         crate::cluster::serve(system, &self.config.cluster, replica_plane);
         system.start_replication(pending).await;
-        system.open_owned_partitions().await?;
+        system.open_owned_partitions().await;
         crate::cluster::start_group(system, &self.config.cluster).await?;
         for _ in 1..self.shard_count {
             self.ready.recv().context("a shard ended during start")?.map_err(anyhow::Error::msg)?;

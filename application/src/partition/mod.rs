@@ -603,8 +603,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.
-    /// On a failure the partition keeps its state in memory (its files may be gone) and is
-    /// read-only until a write succeeds.
+    /// On a failure the partition keeps its state in memory and is read-only: if the old
+    /// files went already, the next write makes the new ones first (`purge_pending`).
     pub async fn purge(&mut self, storage: &S) -> io::Result<()> {
         if let Err(error) = storage.remove_dir_all(&self.dir).await {
             self.write_failure = Some(error.kind());

@@ -497,7 +497,7 @@ impl<E: Env> Shard<E> {
             Err(done) => return done,
         };
         let consumer = consumer_key_of((kind, id));
-        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+        if !self.start_again(group, namespace, &partition, incarnation).await {
             group.unsynced_offsets.borrow_mut().insert(namespace);
             return true;
         }
@@ -536,7 +536,7 @@ impl<E: Env> Shard<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
-        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+        if !self.start_again(group, namespace, &partition, incarnation).await {
             return true;
         }
         let mut log = partition.log.lock().await;

@@ -113,37 +113,25 @@ impl<E: Env> Shard<E> {
         }
     }
 
-    /// Before a committed op of `incarnation` is made in a copy: one still in an older
-    /// incarnation (its emptying failed when the reset committed) is emptied first. False if
-    /// it still cannot be: the op would land among the old incarnation's messages and
-    /// offsets, so it is not made here (the copy fetches it from a peer, or takes its
-    /// offsets from the group's state, once emptied).
-    pub(super) async fn in_incarnation(
-        &self,
-        group: &PartitionGroup<E>,
-        namespace: Namespace,
-        partition: &Partition<E::Storage>,
-        incarnation: u64,
-    ) -> bool {
-        self.start_again(group, namespace, partition, incarnation).await;
-        incarnation <= partition.incarnation.get()
-    }
-
     /// Empties this node's copy of a partition into `incarnation`, unless it is in that one
-    /// or a newer one already.
+    /// or a newer one already; whether it is now. Before a committed op of `incarnation` is
+    /// made in a copy, false means the emptying failed (a disk error; tried again every
+    /// second): the op would land among the old incarnation's messages and offsets, so it
+    /// is not made there (the copy fetches it from a peer, or takes its offsets from the
+    /// group's state, once emptied).
     pub(super) async fn start_again(
         &self,
         group: &PartitionGroup<E>,
         namespace: Namespace,
         partition: &Partition<E::Storage>,
         incarnation: u64,
-    ) {
+    ) -> bool {
         if incarnation <= partition.incarnation.get() {
-            return;
+            return true;
         }
         let mut log = partition.log.lock().await;
         if partition.closed.get() || incarnation <= partition.incarnation.get() {
-            return;
+            return incarnation <= partition.incarnation.get();
         }
         match self.purge_partition(namespace, &mut log, Some(incarnation)).await {
             Ok(()) => {
@@ -160,5 +148,6 @@ impl<E: Env> Shard<E> {
         partition.publish_offsets(&log);
         group.gaps.borrow_mut().remove(&namespace);
         group.repairs.borrow_mut().retain(|(named, _), _| *named != namespace);
+        incarnation <= partition.incarnation.get()
     }
 }

@@ -398,7 +398,7 @@ impl<E: Env> Shard<E> {
         };
         // A copy that cannot be emptied into the op's incarnation follows the log start
         // once it is (`adopt_log_starts`).
-        if !self.in_incarnation(group, namespace, &partition, incarnation).await {
+        if !self.start_again(group, namespace, &partition, incarnation).await {
             return true;
         }
         let mut log = partition.log.lock().await;

@@ -411,7 +411,7 @@ impl<E: Env> Shard<E> {
     /// Opens every partition this shard owns, as the committed metadata lists them. One that
     /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
     /// others serve meanwhile.
-    pub async fn open_owned_partitions(&self) -> Result<(), StartError> {
+    pub async fn open_owned_partitions(&self) {
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
             for stream in metadata.streams() {
@@ -429,9 +429,9 @@ impl<E: Env> Shard<E> {
             owned
         });
         for (namespace, settings, created_at) in owned {
-            self.open_partition(namespace, settings, false, created_at).await.ok();
+            // Logged and noted for the retry by `open_partition`.
+            let _ = self.open_partition(namespace, settings, false, created_at).await;
         }
-        Ok(())
     }
 
     /// Serves this shard's inbox until shutdown: calls from other shards run here, and each
