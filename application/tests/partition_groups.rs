@@ -513,3 +513,65 @@ fn a_replica_that_could_not_empty_a_purged_copy_empties_it_once_its_disk_works()
         catches_up(&mut cluster, node, stream, &want, "after the disk healed");
     }
 }
+
+/// A node that ran without its partition group and stored messages the group has no
+/// record of halts the group when it starts with it again (`refuse_unrecorded_partitions`);
+/// when that partition's files could not be opened at that start (a disk error), the check
+/// runs once they open, so the node still refuses every send rather than acknowledge sends
+/// its log would take for ones it holds.
+#[test]
+fn a_partition_written_outside_its_group_halts_the_group_when_it_opens_late() {
+    let mut cluster = Cluster::new(1);
+    let (stream, _) = cluster.topic_everywhere("outside", None);
+    cluster.kill(2, false);
+    let storage = cluster.nodes[2].storage.clone();
+    {
+        let (shards, _) =
+            start_on(&storage, config(), &cluster.clock, 1, cluster.pool, Jitter::default()).expect("start");
+        let mut client = Client::login(&shards[0]);
+        let body = send_body(stream, 0, &[b"outside the group"]).0;
+        client.call(operation::SEND_MESSAGES, 0, &body).expect("a send without the group");
+        cluster.drive(shards[0].flush_all()).expect("flush");
+    }
+    // The next start writes the `created_at` marker again, which fails under a failing disk.
+    let dir = partition_dir(&storage, 0).expect("partition 0's files");
+    cluster.drive(rill_application::ports::Storage::remove_file(&storage, &dir.join("created_at"))).expect("marker");
+    storage.fail_under(&dir, std::io::ErrorKind::Other);
+    cluster.start(2);
+    assert!(storage.failed_calls() > 0, "partition 0 could not open at the start");
+    storage.heal();
+    cluster.pass(2 * 1000 / TICK_MS);
+    for partition in 0..PARTITIONS {
+        let body = send_body(stream, partition, &[b"refused"]).0;
+        assert_eq!(cluster.call(2, operation::SEND_MESSAGES, 0, &body).map(drop), Err(13000), "partition {partition}");
+    }
+    let body = send_body(stream, 1, &[b"taken"]).0;
+    cluster.call(0, operation::SEND_MESSAGES, 0, &body).expect("the other nodes go on");
+}
+
+/// A node whose disk fails while it applies a purge cannot record (`purged_at`) that its
+/// copy lags until the group's reset empties it; once the disk works it writes the record,
+/// so a restart before that reset knows it (here the node's own metadata replays the purge
+/// at a restart anyway; a node whose metadata checkpoint holds the purge does not).
+#[test]
+fn a_purge_record_a_failing_disk_kept_out_is_written_once_the_disk_works() {
+    let mut cluster = Cluster::new(1);
+    let (stream, _) = cluster.topic_everywhere("unrecorded", None);
+    let mut topic = numeric(stream);
+    topic.extend_from_slice(&numeric(0));
+    cluster.send_round(stream, "first");
+
+    // Cut off, node 2 never hears of the group's reset, so its copy stays unemptied.
+    cluster.faults.borrow_mut().isolated = Some(2);
+    let storage = cluster.nodes[2].storage.clone();
+    let dir = partition_dir(&storage, 0).expect("partition 0's files");
+    let marker = dir.join("purged_at");
+    storage.fail_under(&dir, std::io::ErrorKind::Other);
+    cluster.everywhere_but(operation::PURGE_TOPIC, &topic, Some(2));
+    let exists = |storage: &SimStorage| cluster.drive(rill_application::ports::Storage::exists(storage, &marker));
+    assert!(!exists(&storage), "the record could not be written");
+    storage.heal();
+    cluster.pass(2 * 1000 / TICK_MS);
+    assert!(exists(&storage), "the record is written once the disk works");
+    assert_eq!(cluster.served(2, stream)[0], Vec::new(), "node 2 serves nothing of the purged copy");
+}

@@ -58,17 +58,39 @@ impl<E: Env> Shard<E> {
     /// lags and serves nothing (seed 771 of the disk-fault runs: a node whose purge record
     /// could not be written restarted and served purged messages until its group caught up).
     pub(super) fn note_journaled_resets(&self, group: &PartitionGroup<E>) {
-        let resets: Vec<(u64, u64)> = {
-            let replica = group.replica();
-            let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
-            let resets = entries.filter(|entry| entry.operation == operation::RESET_PARTITION);
-            resets.filter_map(|entry| partition_group::parse_reset_body(&entry.body)).collect()
-        };
-        for (key, incarnation) in resets {
+        for (key, incarnation) in Self::journaled_resets(group) {
             if let super::group::Target::Open(_, partition) = self.group_partition(key) {
                 partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
             }
         }
+    }
+
+    /// A partition opened after its group, before it is served (one created since, or one
+    /// whose files could not be opened when the node started, a disk error): what the
+    /// group's opening checks of the others, the journal's resets and messages written
+    /// outside the group, for it.
+    pub(super) fn check_late_partition(
+        &self,
+        group: &PartitionGroup<E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+    ) {
+        let resets = Self::journaled_resets(group).into_iter().filter(|(key, _)| *key == namespace.packed());
+        for (_, incarnation) in resets {
+            partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
+        }
+        let log = partition.log.try_lock().expect("a partition not yet served is unlocked");
+        let held = (log.next_offset(), log.dir().to_path_buf());
+        self.refuse_if_unrecorded(group, &Self::journaled_sends(group), namespace, held);
+    }
+
+    /// The resets (partition key, incarnation) in the group's journal above what its
+    /// replica applied.
+    fn journaled_resets(group: &PartitionGroup<E>) -> Vec<(u64, u64)> {
+        let replica = group.replica();
+        let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
+        let resets = entries.filter(|entry| entry.operation == operation::RESET_PARTITION);
+        resets.filter_map(|entry| partition_group::parse_reset_body(&entry.body)).collect()
     }
 
     /// A purge of a replicated partition: a reset to the purge's incarnation, answered once

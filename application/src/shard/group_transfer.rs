@@ -179,34 +179,50 @@ impl<E: Env> Shard<E> {
     /// (seed 1287 of the partition-group simulation: a recreated partition's first sends
     /// followed the last checkpoint, which had no record of it).
     pub(super) async fn refuse_unrecorded_partitions(&self, group: &PartitionGroup<E>) {
-        let in_log: BTreeSet<Namespace> = {
-            let replica = group.replica();
-            let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
-            let sends = entries.filter(|entry| entry.operation == operation::SEND_MESSAGES);
-            sends.filter_map(|entry| Self::op_partition(&entry.body)).collect()
-        };
+        let in_log = Self::journaled_sends(group);
         for (namespace, partition) in self.owned_partitions() {
-            let recorded = in_log.contains(&namespace)
-                || group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
-            let (held, dir) = {
+            let held = {
                 let log = partition.log.lock().await;
                 (log.next_offset(), log.dir().to_path_buf())
             };
-            if !recorded && held > 0 {
-                tracing::error!(
-                    partition = %namespace_label(namespace),
-                    directory = %dir.display(),
-                    messages = held,
-                    group = self.shard_id,
-                    "a partition holds messages its partition group has no record of (written without \
-                     replicate_partitions, or on another shard before 2026-12-04's placement): the group \
-                     refuses every send. To go on, stop the node and either move this partition's \
-                     directory out of the data directory (the partition starts again empty) or start \
-                     it without replicate_partitions"
-                );
-                group.halted.set(true);
-            }
+            self.refuse_if_unrecorded(group, &in_log, namespace, held);
         }
+    }
+
+    /// The partitions with a send in the group's journal above what its replica applied.
+    pub(super) fn journaled_sends(group: &PartitionGroup<E>) -> BTreeSet<Namespace> {
+        let replica = group.replica();
+        let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
+        let sends = entries.filter(|entry| entry.operation == operation::SEND_MESSAGES);
+        sends.filter_map(|entry| Self::op_partition(&entry.body)).collect()
+    }
+
+    /// Halts the group when the partition holds messages (`held`: its next offset and
+    /// directory) and neither the group's state nor its journal (`in_log`) records any.
+    pub(super) fn refuse_if_unrecorded(
+        &self,
+        group: &PartitionGroup<E>,
+        in_log: &BTreeSet<Namespace>,
+        namespace: Namespace,
+        (held, dir): (u64, std::path::PathBuf),
+    ) {
+        let recorded = in_log.contains(&namespace)
+            || group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
+        if recorded || held == 0 {
+            return;
+        }
+        tracing::error!(
+            partition = %namespace_label(namespace),
+            directory = %dir.display(),
+            messages = held,
+            group = self.shard_id,
+            "a partition holds messages its partition group has no record of (written without \
+             replicate_partitions, or on another shard before 2026-12-04's placement): the group \
+             refuses every send. To go on, stop the node and either move this partition's \
+             directory out of the data directory (the partition starts again empty) or start \
+             it without replicate_partitions"
+        );
+        group.halted.set(true);
     }
 
     /// Makes every offset file of the group's partitions what a state a checkpoint just

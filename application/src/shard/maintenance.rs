@@ -273,9 +273,11 @@ impl<E: Env> Shard<E> {
 
     /// Retries the pending writes of partitions whose last write failed, so what they
     /// acknowledged reaches disk, and they take sends again, once the disk has room.
-    /// Partitions that could not be opened are opened again first.
+    /// Partitions that could not be opened are opened again first, and purge records that
+    /// could not be written are written.
     pub async fn retry_failed_writes(&self) {
         self.open_unopened().await;
+        self.record_purges().await;
         for (namespace, partition) in self.owned_partitions() {
             if !partition.stats.read_only() {
                 continue;

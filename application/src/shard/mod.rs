@@ -232,6 +232,9 @@ pub struct Partition<S: Storage> {
     wanted_incarnation: Cell<u64>,
     /// The incarnation the last failed emptying was for, so its retries are logged once.
     failed_reset: Cell<u64>,
+    /// A purge this node applied whose record (`purged_at`) could not be written: written
+    /// every second until it is, or until the copy is emptied into that purge.
+    unrecorded_purge: Cell<bool>,
 }
 
 impl<S: Storage> Partition<S> {

@@ -148,6 +148,9 @@ impl<E: Env> Shard<E> {
         if self.unopened.borrow_mut().remove(&namespace).is_some() {
             tracing::info!(partition = %namespace_label(namespace), "opened a partition that could not be opened before");
         }
+        if let Some(group) = self.group() {
+            self.check_late_partition(group, namespace, &partition);
+        }
         let opened = partition.log.try_lock().expect("a new partition is unlocked");
         partition.refresh(&opened);
         partition.publish_offsets(&opened);
@@ -188,7 +191,30 @@ impl<E: Env> Shard<E> {
             incarnation: std::cell::Cell::new(created_at.max(reset)),
             wanted_incarnation: std::cell::Cell::new(created_at.max(purged)),
             failed_reset: Default::default(),
+            unrecorded_purge: Default::default(),
         }))
+    }
+
+    async fn record_purge(&self, namespace: Namespace, incarnation: u64) -> std::io::Result<()> {
+        let dir = self.partition_dir(namespace);
+        write_marker(&self.storage, &dir, &dir.join(PURGED_MARKER), incarnation).await
+    }
+
+    /// Writes the purge records a disk error kept from being written, for copies their
+    /// group has not emptied since (an emptied copy records its incarnation itself), so a
+    /// restart before the group's reset still knows the copy lags.
+    pub(super) async fn record_purges(&self) {
+        for (namespace, partition) in self.owned_partitions() {
+            if !partition.unrecorded_purge.get() {
+                continue;
+            }
+            let _log = partition.log.lock().await;
+            let wanted = partition.wanted_incarnation.get();
+            let recorded = partition.closed.get()
+                || partition.incarnation.get() >= wanted
+                || self.record_purge(namespace, wanted).await.is_ok();
+            partition.unrecorded_purge.set(!recorded);
+        }
     }
 
     /// Opens the partitions whose opening failed, as the metadata lists them now; one it no
@@ -292,11 +318,9 @@ impl<E: Env> Shard<E> {
                         // still serve nothing of what the purge removed (seed 68 of the
                         // disk-fault runs). The next send submits the reset if this fails.
                         partition.wanted_incarnation.set(incarnation);
-                        let dir = self.partition_dir(namespace);
-                        let marker = dir.join(PURGED_MARKER);
-                        write_marker(&self.storage, &dir, &marker, incarnation)
-                            .await
-                            .map_err(io_failure("recording a purge"))?;
+                        let recorded = self.record_purge(namespace, incarnation).await;
+                        partition.unrecorded_purge.set(recorded.is_err());
+                        recorded.map_err(io_failure("recording a purge"))?;
                     }
                 }
                 return self.replicate_reset(group, namespace, incarnation).await.map(Reply::Body);

@@ -5,7 +5,8 @@
 //! runs also 1 MiB segments filled by bulky sends, and DELETE_SEGMENTS through any node; in
 //! retention runs also a size cap or a message expiry on the topic (or both) and the shards'
 //! cleaners run now and then on any node (only the primary's asks the group to delete); in
-//! disk-fault runs (segment runs too) also one node's disk failing under a partition a while.
+//! disk-fault runs (segment runs too) also one node's disk failing under a partition a while,
+//! in disk-restart runs with nodes stopped and started again meanwhile.
 //! Checked as it runs (a poll serves offsets without a gap, from 0 unless a deletion was asked
 //! for, only messages sent to that partition, and none a purge or recreation finished before
 //! the poll removed) and at the end, once every node is up and the plane whole (every node
@@ -53,8 +54,11 @@ enum Mode {
     /// cleaners run on any node.
     Retention,
     /// A segment run in which one node's disk now and then fails every write under one
-    /// partition's directory for a while (kills, cut-offs and resets wait until it heals).
+    /// partition's directory for a while (kills and cut-offs wait until it heals).
     DiskFaults,
+    /// Disk faults that kills, power cuts and cut-offs do not wait for: a node may start
+    /// again with a partition it cannot open, which opens once the disk heals.
+    DiskRestarts,
 }
 
 impl Mode {
@@ -65,6 +69,7 @@ impl Mode {
             Mode::Segments => "true",
             Mode::Retention => "retention",
             Mode::DiskFaults => "disk",
+            Mode::DiskRestarts => "disk-restarts",
         }
     }
 
@@ -73,6 +78,7 @@ impl Mode {
             "true" => Mode::Segments,
             "retention" => Mode::Retention,
             "disk" => Mode::DiskFaults,
+            "disk-restarts" => Mode::DiskRestarts,
             _ => Mode::Plain,
         }
     }
@@ -183,7 +189,7 @@ impl Sim {
             segments: (mode != Mode::Plain).then(|| Rng::seeded(seed ^ 0x5e9)),
             retention,
             limits,
-            disk: (mode == Mode::DiskFaults).then(|| Rng::seeded(seed ^ 0xd15c)),
+            disk: matches!(mode, Mode::DiskFaults | Mode::DiskRestarts).then(|| Rng::seeded(seed ^ 0xd15c)),
             faulty: None,
             deletions: Vec::new(),
             cluster,
@@ -278,9 +284,11 @@ impl Sim {
     fn act(&mut self) {
         let choice = self.rng.below(1000);
         // The faults that stop nodes or cut them off wait for a failing disk to heal (one at a
-        // time); resets go on, and the failing node may answer them with an error.
+        // time), but in disk-restart runs; resets go on, and the failing node may answer them
+        // with an error.
         let stops = (650..=764).contains(&choice) || (780..=782).contains(&choice);
-        let choice = if self.faulty.is_some() && stops { 1000 } else { choice };
+        let waits = self.faulty.is_some() && stops && self.mode != Mode::DiskRestarts;
+        let choice = if waits { 1000 } else { choice };
         match choice {
             0..=449 => self.submit_send(),
             450..=599 => self.submit_poll(),
@@ -738,8 +746,8 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
             (start..end).map(|seed| (seed, steps)).chain(found).collect()
         }
     };
-    // One shard a node, two, one with 1 MiB segments, bulky sends and segment deletions, and
-    // one with those and retention.
+    // One shard a node, two, one with 1 MiB segments, bulky sends and segment deletions, one
+    // with those and retention, and two with those and disk faults.
     let modes: Vec<(u16, Mode)> =
         match (std::env::var("PARTITION_GROUP_SHARDS"), std::env::var("PARTITION_GROUP_SEGMENTS")) {
             (Ok(count), mode) => vec![(count.parse().expect("1 or 2"), Mode::from_env(mode.as_deref().unwrap_or("")))],
@@ -750,6 +758,7 @@ fn seeded_runs_of_a_partition_group_agree_and_keep_what_they_acknowledged() {
                 (1, Mode::Segments),
                 (1, Mode::Retention),
                 (1, Mode::DiskFaults),
+                (1, Mode::DiskRestarts),
             ],
         };
     for (count, mode) in modes {
