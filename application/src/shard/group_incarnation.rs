@@ -80,8 +80,7 @@ impl<E: Env> Shard<E> {
             partition.wanted_incarnation.set(partition.wanted_incarnation.get().max(incarnation));
         }
         let log = partition.log.try_lock().expect("a partition not yet served is unlocked");
-        let held = (log.next_offset(), log.dir().to_path_buf());
-        self.refuse_if_unrecorded(group, &Self::journaled_sends(group), namespace, held);
+        self.refuse_if_unrecorded(group, &Self::journaled_sends(group), namespace, partition, &log);
     }
 
     /// The resets (partition key, incarnation) in the group's journal above what its

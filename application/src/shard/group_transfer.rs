@@ -181,11 +181,8 @@ impl<E: Env> Shard<E> {
     pub(super) async fn refuse_unrecorded_partitions(&self, group: &PartitionGroup<E>) {
         let in_log = Self::journaled_sends(group);
         for (namespace, partition) in self.owned_partitions() {
-            let held = {
-                let log = partition.log.lock().await;
-                (log.next_offset(), log.dir().to_path_buf())
-            };
-            self.refuse_if_unrecorded(group, &in_log, namespace, held);
+            let log = partition.log.lock().await;
+            self.refuse_if_unrecorded(group, &in_log, namespace, &partition, &log);
         }
     }
 
@@ -197,23 +194,27 @@ impl<E: Env> Shard<E> {
         sends.filter_map(|entry| Self::op_partition(&entry.body)).collect()
     }
 
-    /// Halts the group when the partition holds messages (`held`: its next offset and
-    /// directory) and neither the group's state nor its journal (`in_log`) records any.
+    /// Halts the group when the partition holds messages and neither the group's state nor
+    /// its journal (`in_log`) records any. A copy older than its incarnation holds the old
+    /// incarnation's messages, which the state forgot at the reset and the copy's emptying
+    /// (failed, a disk error) removes (seed 299 of the disk-restart runs).
     pub(super) fn refuse_if_unrecorded(
         &self,
         group: &PartitionGroup<E>,
         in_log: &BTreeSet<Namespace>,
         namespace: Namespace,
-        (held, dir): (u64, std::path::PathBuf),
+        partition: &Partition<E::Storage>,
+        log: &PartitionLog<E::Storage>,
     ) {
         let recorded = in_log.contains(&namespace)
             || group.replica().state_machine().state().next_offset(namespace.packed()).is_some();
-        if recorded || held == 0 {
+        let held = log.next_offset();
+        if recorded || held == 0 || self.copy_behind(namespace, partition) {
             return;
         }
         tracing::error!(
             partition = %namespace_label(namespace),
-            directory = %dir.display(),
+            directory = %log.dir().display(),
             messages = held,
             group = self.shard_id,
             "a partition holds messages its partition group has no record of (written without \

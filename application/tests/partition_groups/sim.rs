@@ -701,7 +701,7 @@ impl Sim {
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, with two, as a segment run, as a retention run and as a disk-fault run
 /// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
-const FOUND_BUGS: [(u64, u64); 26] = [
+const FOUND_BUGS: [(u64, u64); 27] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -731,6 +731,8 @@ const FOUND_BUGS: [(u64, u64); 26] = [
     (198, SIM_STEPS),
     (668, SIM_STEPS),
     (771, SIM_STEPS),
+    // Found by the disk-restart runs.
+    (299, SIM_STEPS),
 ];
 
 #[test]
