@@ -284,6 +284,29 @@ pub struct Telemetry {
     /// Where each binary request's trace goes when OpenTelemetry is on (set once at start;
     /// unset, requests are not traced and nothing is spent on it).
     pub request_traces: std::sync::OnceLock<std::sync::mpsc::SyncSender<RequestTrace>>,
+    /// Whether the metadata journal stopped taking writes (a disk error), until a restart.
+    pub metadata_halted: AtomicBool,
+    /// Each shard's partition group, as that shard last published it (empty without
+    /// `replicate_partitions`).
+    pub groups: Box<[GroupGauges]>,
+}
+
+/// One partition group's health on this node, published by the shard that drives it every
+/// tick.
+#[derive(Debug, Default)]
+pub struct GroupGauges {
+    /// Whether the shard opened its group.
+    pub open: AtomicBool,
+    pub view: AtomicU32,
+    pub primary: AtomicU32,
+    pub normal: AtomicBool,
+    pub commit: AtomicU64,
+    /// Whether the group refuses every send here until a restart (its journal could not be
+    /// written, or a partition holds messages it has no record of).
+    pub halted: AtomicBool,
+    /// This node's copies that lack batches the group committed, or that a purge or
+    /// recreation has not emptied yet: they serve less than their peers until caught up.
+    pub lagging_copies: AtomicU32,
 }
 
 /// One served binary request, for an OpenTelemetry span.
@@ -348,7 +371,10 @@ impl Shared {
             shard_count,
             partitions: PartitionTable::new(shard_count),
             replica: ReplicaState::new(commit, replicas),
-            telemetry: Telemetry::default(),
+            telemetry: Telemetry {
+                groups: (0..shard_count).map(|_| GroupGauges::default()).collect(),
+                ..Telemetry::default()
+            },
             start_time_us,
             pool,
             clean_start: false,

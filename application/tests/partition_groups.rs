@@ -574,4 +574,23 @@ fn a_purge_record_a_failing_disk_kept_out_is_written_once_the_disk_works() {
     cluster.pass(2 * 1000 / TICK_MS);
     assert!(exists(&storage), "the record is written once the disk works");
     assert_eq!(cluster.served(2, stream)[0], Vec::new(), "node 2 serves nothing of the purged copy");
+
+    // `/metrics` shows the lagging copy on node 2 alone, and every group in normal status.
+    let gauges = |cluster: &Cluster, node: usize| {
+        let group = &cluster.nodes[node].shards[0].telemetry().groups[0];
+        let lagging = group.lagging_copies.load(std::sync::atomic::Ordering::Relaxed);
+        (
+            group.normal.load(std::sync::atomic::Ordering::Relaxed),
+            lagging,
+            group.commit.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    };
+    let (normal, lagging, commit) = gauges(&cluster, 0);
+    assert!(normal && lagging == 0 && commit > 0, "node 0: normal {normal}, lagging {lagging}, commit {commit}");
+    assert_eq!(gauges(&cluster, 2).1, 2, "both of node 2's copies lag the topic's purge");
+    cluster.faults.borrow_mut().isolated = None;
+    cluster.send_round(stream, "after");
+    catches_up(&mut cluster, 2, stream, &expected(&["after"]), "back on the plane");
+    cluster.pass(2);
+    assert_eq!(gauges(&cluster, 2).1, 0, "node 2 caught up");
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use rill_application::GatewayContext;
 use rill_application::latency::{BUCKET_BOUNDS_US, HistogramSnapshot};
 use rill_application::partition::ConsumerKey;
+use rill_application::shared::GroupGauges;
 use rill_domain::Namespace;
 use rill_domain::metadata::Metadata;
 
@@ -204,6 +205,7 @@ pub fn render(metadata: &Metadata, context: &GatewayContext) -> String {
     render_iggy_names(&mut out, metadata, context, &stats);
     render_consumers(&mut out, &partitions);
     render_data(&mut out, context, &stats);
+    render_replication(&mut out, context, &stats);
     render_connections(&mut out, context);
     render_fsync(&mut out, context);
     render_latency(&mut out, context);
@@ -324,6 +326,59 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
     ];
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");
+    }
+}
+
+/// One `rill_partition_group_*` gauge: name, help, and its value in a group's gauges.
+type GroupFamily = (&'static str, &'static str, fn(&GroupGauges) -> u64);
+
+/// The metadata replica's view, primary, status and commit number, whether its journal
+/// halted, and the same for each shard's partition group (docs/vsr.md).
+fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats) {
+    let halted = context.telemetry().metadata_halted.load(Relaxed);
+    let metadata = [
+        ("metadata_view", "The metadata replica's view.", u64::from(stats.replica_view)),
+        ("metadata_primary", "The replica id of the metadata primary in that view.", u64::from(stats.replica_primary)),
+        (
+            "metadata_normal",
+            "1 while the metadata replica is in normal status (0: a view change or recovery).",
+            u64::from(stats.replica_normal),
+        ),
+        ("metadata_commit", "The metadata replica's commit number.", stats.metadata_commit),
+        (
+            "metadata_halted",
+            "1 once the metadata journal could not be written: metadata changes are refused until a restart.",
+            u64::from(halted),
+        ),
+    ];
+    for (name, help, value) in metadata {
+        let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");
+    }
+    let groups = &context.telemetry().groups;
+    if !groups.iter().any(|gauges| gauges.open.load(Relaxed)) {
+        return;
+    }
+    let families: [GroupFamily; 6] = [
+        ("view", "The partition group's view on this node.", |g| u64::from(g.view.load(Relaxed))),
+        ("primary", "The replica id of the group's primary in that view.", |g| u64::from(g.primary.load(Relaxed))),
+        ("normal", "1 while the group's replica here is in normal status.", |g| u64::from(g.normal.load(Relaxed))),
+        ("commit", "The group's commit number on this node.", |g| g.commit.load(Relaxed)),
+        (
+            "halted",
+            "1 once the group refuses every send here until a restart (a journal write failed, or a partition holds messages it has no record of).",
+            |g| u64::from(g.halted.load(Relaxed)),
+        ),
+        (
+            "lagging_copies",
+            "This node's copies of the group's partitions that lack committed batches or a purge's emptying.",
+            |g| u64::from(g.lagging_copies.load(Relaxed)),
+        ),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP rill_partition_group_{name} {help}\n# TYPE rill_partition_group_{name} gauge");
+        for (group, gauges) in groups.iter().enumerate().filter(|(_, gauges)| gauges.open.load(Relaxed)) {
+            let _ = writeln!(out, "rill_partition_group_{name}{{group=\"{group}\"}} {}", value(gauges));
+        }
     }
 }
 

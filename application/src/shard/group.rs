@@ -673,6 +673,7 @@ impl<E: Env> Shard<E> {
         for client_id in stale {
             self.hand_to_primary(group, client_id).await;
         }
+        self.publish_group_health(group);
     }
 
     /// Hands a waiting request to the current primary, when the group runs normally: this

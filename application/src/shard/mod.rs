@@ -7,6 +7,7 @@
 mod clients;
 mod flusher;
 mod group;
+mod group_health;
 mod group_incarnation;
 mod group_transfer;
 mod groups;
@@ -404,6 +405,11 @@ impl<E: Env> Shard<E> {
         self.shared.sessions.clients.set_shard(state.client_id, self.shard_id);
         self.shared.telemetry.bus.connections_moved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         crate::Connection::resume(state)
+    }
+
+    /// What the server counts about itself, as `/metrics` reads it.
+    pub fn telemetry(&self) -> &crate::shared::Telemetry {
+        &self.shared.telemetry
     }
 
     /// The pool request frames are read into.

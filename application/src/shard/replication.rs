@@ -147,6 +147,7 @@ impl<E: Env> Shard<E> {
             // published above; data traffic goes on.
             tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until a restart");
             writer.halted.set(true);
+            self.shared.telemetry.metadata_halted.store(true, std::sync::atomic::Ordering::Relaxed);
             writer.fail_waiters(ErrorCode::IoError, |_| false);
             return;
         }

@@ -633,11 +633,26 @@ async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::R
     let node = &mut cluster.nodes[0];
     node.stop_graceful()?;
     node.set_env("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true");
+    let http = format!("127.0.0.1:{}", rill_tests::free_port());
+    node.set_env("IGGY_HTTP_ENABLED", "true");
+    node.set_env("IGGY_HTTP_ADDRESS", &http);
     node.restart()?;
     let client = connect_root(&address).await?;
     assert!(!send(&client, topic, 0, 4, 1).await, "a send the group has no offsets for is refused");
     let logs = cluster.nodes[0].logs_of_last_launch();
     assert!(logs.contains("has no record of"), "the node says why:\n{logs}");
+    // `/metrics` says so too: one group halted, the metadata replica well.
+    let token = client.create_personal_access_token("watch", IggyExpiry::NeverExpire).await?.token;
+    let (_, text) = rill_tests::http::get(&http, "/metrics", Some(&token))?;
+    let halted: Vec<u64> = (0..SHARDS)
+        .filter_map(|group| {
+            rill_tests::http::metric(&text, &format!("rill_partition_group_halted{{group=\"{group}\"}}"))
+        })
+        .collect();
+    assert_eq!(halted.iter().sum::<u64>(), 1, "one of {SHARDS} groups halted: {halted:?}\n{text}");
+    assert_eq!(halted.len(), usize::from(SHARDS), "every group reports");
+    assert_eq!(rill_tests::http::metric(&text, "rill_metadata_halted"), Some(0));
+    assert_eq!(rill_tests::http::metric(&text, "rill_metadata_normal"), Some(1));
     let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
     let ids: Vec<u128> = held.iter().map(|m| m.header.id).collect();
     assert_eq!(ids, [1, 2, 3], "what was stored before reads back, and nothing else");
