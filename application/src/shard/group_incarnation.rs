@@ -68,7 +68,7 @@ impl<E: Env> Shard<E> {
     /// A partition opened after its group, before it is served (one created since, or one
     /// whose files could not be opened when the node started, a disk error): what the
     /// group's opening checks of the others, the journal's resets and messages written
-    /// outside the group, for it.
+    /// outside the group, for it, and its offset files to be made what the state says.
     pub(super) fn check_late_partition(
         &self,
         group: &PartitionGroup<E>,
@@ -81,6 +81,11 @@ impl<E: Env> Shard<E> {
         }
         let log = partition.log.try_lock().expect("a partition not yet served is unlocked");
         self.refuse_if_unrecorded(group, &Self::journaled_sends(group), namespace, partition, &log);
+        // Offsets the group committed while it was not open here, or that a checkpoint
+        // installed meanwhile carried, are made in its files once nothing waits (seed 694
+        // of the disk-restart runs: a state installed while the partition could not be
+        // opened left its offset files without the stores the state held, for good).
+        group.unsynced_offsets.borrow_mut().insert(namespace);
     }
 
     /// The resets (partition key, incarnation) in the group's journal above what its

@@ -244,7 +244,10 @@ impl<E: Env> Shard<E> {
     pub(super) async fn sync_offsets(&self, group: &PartitionGroup<E>) {
         let unsynced: Vec<Namespace> = group.unsynced_offsets.borrow().iter().copied().collect();
         for namespace in unsynced {
+            // A copy older than its incarnation takes the state's offsets once emptied: the
+            // emptying would remove them.
             let synced = match self.owned(namespace) {
+                Ok(partition) if self.copy_behind(namespace, &partition) => false,
                 Ok(partition) => self.adopt_offsets(group, namespace, &partition).await.is_ok(),
                 Err(_) => true,
             };

@@ -701,7 +701,7 @@ impl Sim {
 /// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
 /// a node, with two, as a segment run, as a retention run and as a disk-fault run
 /// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
-const FOUND_BUGS: [(u64, u64); 27] = [
+const FOUND_BUGS: [(u64, u64); 28] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),
     (59, SIM_STEPS),
@@ -733,6 +733,7 @@ const FOUND_BUGS: [(u64, u64); 27] = [
     (771, SIM_STEPS),
     // Found by the disk-restart runs.
     (299, SIM_STEPS),
+    (694, SIM_STEPS),
 ];
 
 #[test]
