@@ -54,6 +54,8 @@ pub struct Connection {
     /// The coordinator login (client, session) whose group identity this data connection
     /// polls with (ATTACH_CONSUMER_SESSION, multi-node routing).
     attached: Cell<Option<(u128, u64)>>,
+    /// The socket a partition's owner on another shard may write a send's reply to.
+    reply_socket: Option<std::sync::Arc<dyn crate::ports::ReplySocket>>,
 }
 
 /// What a connection is, apart from its socket: enough to go on serving it on another shard.
@@ -73,7 +75,21 @@ impl Connection {
     pub fn resume(state: ConnectionState) -> Self {
         let ConnectionState { client_id, bound, attached } = state;
         let attached = Cell::new(attached);
-        Self { client_id, bound: Cell::new(bound), affinity: Cell::default(), move_to: Cell::new(None), attached }
+        Self {
+            client_id,
+            bound: Cell::new(bound),
+            affinity: Cell::default(),
+            move_to: Cell::new(None),
+            attached,
+            reply_socket: None,
+        }
+    }
+
+    /// Lets the owners of the partitions this connection sends to write their replies to
+    /// `socket` themselves.
+    pub fn with_reply_socket(mut self, socket: std::sync::Arc<dyn crate::ports::ReplySocket>) -> Self {
+        self.reply_socket = Some(socket);
+        self
     }
 
     pub fn state(&self) -> ConnectionState {
@@ -252,8 +268,10 @@ impl<E: Env> Shard<E> {
                     user_id: bound.user_id,
                     session: bound.session,
                 };
-                let result =
-                    self.run(caller, Some(connection), header.operation, header.code, frame, HEADER_SIZE).await;
+                let direct =
+                    connection.reply_socket.clone().map(|socket| crate::ports::DirectReply { socket, header: *header });
+                let request = (header.operation, header.code, frame, HEADER_SIZE);
+                let result = self.run(caller, Some(connection), request, direct).await;
                 Outcome::Reply(self.reply_frame(header, result))
             }
         }
@@ -261,8 +279,9 @@ impl<E: Env> Shard<E> {
 
     /// The reply frame of a request's result: a body framed in a pooled buffer, or a frame
     /// built in place, whose header is written where it was left room for.
-    fn reply_frame(&self, header: &RequestHeader, result: BusReply) -> PoolSlice {
+    pub(crate) fn reply_frame(&self, header: &RequestHeader, result: BusReply) -> PoolSlice {
         match result {
+            Ok(Reply::Sent(rest)) => rest.unwrap_or_else(|| PoolSlice::plain(Vec::new())),
             Ok(Reply::Body(body)) => {
                 let mut frame = self.shared.pool.acquire(HEADER_SIZE + body.len());
                 write_reply(&mut frame, header, self.commit(), 0, &body);
@@ -319,10 +338,8 @@ impl<E: Env> Shard<E> {
         &self,
         caller: Caller,
         connection: Option<&Connection>,
-        operation: u8,
-        code: u32,
-        buf: PoolBuf,
-        body_start: usize,
+        (operation, code, buf, body_start): (u8, u32, PoolBuf, usize),
+        direct: Option<crate::ports::DirectReply>,
     ) -> BusReply {
         let body = &buf[body_start..];
         let command = Command::decode(operation, code, body).map_err(|error| match error {
@@ -341,7 +358,7 @@ impl<E: Env> Shard<E> {
             Command::SendMessages { topic, partitioning, messages_count, batch } => {
                 let start = batch.as_ptr() as usize - buf.as_ptr() as usize;
                 let range = start..start + batch.len();
-                self.send_messages(&topic, &partitioning, messages_count, buf.slice(range)).await
+                self.send_messages(&topic, &partitioning, messages_count, buf.slice(range), direct).await
             }
             // Multi-node routing: both need the connection itself.
             Command::AttachConsumerSession { client, session, .. } => {
@@ -467,7 +484,7 @@ impl<E: Env> Shard<E> {
             _ => {
                 let caller = Caller { client: 0, client_id: 0, user_id, session: 0 };
                 let (operation, code) = (request.operation, request.code);
-                self.run(caller, None, operation, code, PoolBuf::plain(request.body), 0).await
+                self.run(caller, None, (operation, code, PoolBuf::plain(request.body), 0), None).await
             }
         }
     }

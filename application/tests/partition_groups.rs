@@ -577,7 +577,7 @@ fn a_purge_record_a_failing_disk_kept_out_is_written_once_the_disk_works() {
 
     // `/metrics` shows the lagging copy on node 2 alone, and every group in normal status.
     let gauges = |cluster: &Cluster, node: usize| {
-        let group = &cluster.nodes[node].shards[0].telemetry().groups[0];
+        let group = &cluster.nodes[node].shards[0].shared.telemetry.groups[0];
         let lagging = group.lagging_copies.load(std::sync::atomic::Ordering::Relaxed);
         (
             group.normal.load(std::sync::atomic::Ordering::Relaxed),

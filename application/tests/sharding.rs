@@ -7,6 +7,7 @@ mod common;
 use common::shards::*;
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
+use rill_application::memory_pool::{PoolBuf, PoolSlice};
 use rill_domain::Namespace;
 use rill_domain::wire::codes::operation;
 
@@ -259,4 +260,56 @@ fn a_partition_that_cannot_open_at_start_leaves_the_others_serving() {
     storage.heal();
     retry_everywhere(&shards);
     assert_eq!(poll(&mut client, 0, 2).0, 1, "partition 2 once the disk works");
+}
+
+/// A client socket as an owner shard sees it: records what it takes, at most `room` bytes a
+/// call, or fails every write.
+#[derive(Debug)]
+struct RecordingSocket {
+    taken: std::sync::Mutex<Vec<u8>>,
+    room: usize,
+    broken: bool,
+}
+
+impl rill_application::ports::ReplySocket for RecordingSocket {
+    fn try_send(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.broken {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        let taken = bytes.len().min(self.room);
+        self.taken.lock().unwrap().extend_from_slice(&bytes[..taken]);
+        Ok(taken)
+    }
+}
+
+/// A send to a partition on another shard is answered by that shard on the client's socket:
+/// the connection's shard has nothing left to write. What the socket does not take (a full
+/// send buffer, a broken socket) comes back to the connection's shard, which writes it after
+/// what was taken, so the client reads one whole reply either way. A send to a partition of
+/// the connection's own shard is answered as before.
+#[test]
+fn the_owner_of_a_partition_on_another_shard_writes_a_sends_reply_to_the_socket() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    create_stream_and_topic(&mut client, "orders", 6);
+    let owner = |p: u32| Namespace::new(0, 0, p).unwrap().shard(SHARDS);
+    let remote = (0..6).find(|&p| owner(p) != 1).expect("a partition on another shard");
+    let local = (0..6).find(|&p| owner(p) == 1).expect("a partition on shard 1");
+    for (room, broken, label) in [(usize::MAX, false, "whole"), (100, false, "cut"), (usize::MAX, true, "broken")] {
+        let socket = std::sync::Arc::new(RecordingSocket { taken: Default::default(), room, broken });
+        let plain = std::mem::replace(&mut client.connection, rill_application::Connection::new(0));
+        client.connection = plain.with_reply_socket(socket.clone());
+        for (partition, crossing) in [(remote, true), (local, false)] {
+            let frame = client.frame(operation::SEND_MESSAGES, 0, &send_body(0, partition, &[label.as_bytes()]).0);
+            let outcome = block_on(shards[1].handle(&client.connection, PoolBuf::plain(frame)));
+            let rill_application::Outcome::Reply(rest) = outcome else { panic!("{label}: an eviction") };
+            let mut whole = std::mem::take(&mut *socket.taken.lock().unwrap());
+            assert_eq!(crossing && !broken, !whole.is_empty(), "{label}, partition {partition}: written by the owner");
+            whole.extend_from_slice(&rest);
+            let body = reply_of(rill_application::Outcome::Reply(PoolSlice::plain(whole))).expect("a success");
+            let (count, _) = poll(&mut client, 0, partition);
+            assert!(count > 0 && !body.is_empty(), "{label}, partition {partition}: stored and confirmed");
+        }
+    }
 }

@@ -143,6 +143,12 @@ async fn serve_plain<E: Env>(
             None => return,
         },
     };
+    // Owners on other shards write send replies to a duplicate of the socket; it keeps the
+    // socket open while one of them still holds it.
+    let connection = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => connection.with_reply_socket(std::sync::Arc::new(PlainSocket(fd))),
+        Err(_) => connection,
+    };
     let mut unbound_since = Instant::now();
     loop {
         match request_loop(&system, &connection, &mut stream, true, &mut unbound_since).await {
@@ -267,11 +273,16 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        // The reply goes out as it sits in its buffer, which then goes home.
+        // The reply goes out as it sits in its buffer, which then goes home; an empty one
+        // was written by the partition's owner.
         let (vec, range, home) = reply.into_vec();
-        let BufResult(result, vec) = stream.write_all(vec.slice(range.clone())).await;
-        drop(PoolSlice::from_vec(vec.into_inner(), range, home));
-        result?;
+        if !range.is_empty() {
+            let BufResult(result, vec) = stream.write_all(vec.slice(range.clone())).await;
+            drop(PoolSlice::from_vec(vec.into_inner(), range, home));
+            result?;
+        } else {
+            drop(PoolSlice::from_vec(vec, range, home));
+        }
         // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
         stream.flush().await?;
         if !keep_open {
@@ -286,5 +297,19 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         {
             return Ok(Ended::Moving(target));
         }
+    }
+}
+
+/// A plaintext client socket a partition's owner writes a send's reply to without waiting:
+/// the client waits for that reply, so its socket's send buffer has room for it.
+#[derive(Debug)]
+struct PlainSocket(OwnedFd);
+
+impl rill_application::ports::ReplySocket for PlainSocket {
+    fn try_send(&self, bytes: &[u8]) -> io::Result<usize> {
+        use nix::sys::socket::{MsgFlags, send};
+        use std::os::fd::AsRawFd;
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        send(self.0.as_raw_fd(), bytes, flags).map_err(io::Error::from)
     }
 }

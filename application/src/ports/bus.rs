@@ -13,6 +13,7 @@ use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::PollingStrategy;
 use rill_domain::wire::encode::EncodedRequest;
+use rill_domain::wire::header::RequestHeader;
 
 use crate::memory_pool::PoolSlice;
 use crate::partition::{ConsumerKey, PartitionSettings};
@@ -64,12 +65,48 @@ pub enum PartitionOp {
     },
 }
 
+/// A client's socket the shard owning a partition may write a reply to itself (a plaintext
+/// TCP connection), so the reply does not cross back to the connection's shard first.
+pub trait ReplySocket: Send + Sync + std::fmt::Debug {
+    /// Writes what it can of `bytes` without waiting; how much it wrote.
+    fn try_send(&self, bytes: &[u8]) -> std::io::Result<usize>;
+}
+
+/// A crossing send whose owner writes the reply: the connection's socket, and the request's
+/// header, which the reply's header answers. The connection's shard reads its next request
+/// only once the owner's call returns, so replies keep their order.
+#[derive(Clone)]
+pub struct DirectReply {
+    pub socket: std::sync::Arc<dyn ReplySocket>,
+    pub header: RequestHeader,
+}
+
+impl std::fmt::Debug for DirectReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectReply").field("header", &self.header).finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for DirectReply {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.socket, &other.socket) && self.header == other.header
+    }
+}
+
+impl Eq for DirectReply {}
+
 /// What travels over the bus.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ShardRequest {
     Partition {
         namespace: Namespace,
         op: PartitionOp,
+    },
+    /// A send whose reply the owner writes to the client's socket itself.
+    SendReplying {
+        namespace: Namespace,
+        op: PartitionOp,
+        direct: DirectReply,
     },
     /// A metadata mutation forwarded to shard 0: the request's operation byte and body.
     Metadata {
@@ -90,6 +127,7 @@ impl ShardRequest {
     pub fn kind(&self) -> &'static str {
         match self {
             ShardRequest::Partition { .. } => "partition",
+            ShardRequest::SendReplying { .. } => "send_replying",
             ShardRequest::Metadata { .. } => "metadata",
             ShardRequest::FlushAll => "flush_all",
             ShardRequest::Execute { .. } => "execute",
@@ -107,6 +145,9 @@ pub type ShardReply = Result<Vec<u8>, ErrorCode>;
 pub enum Reply {
     Body(Vec<u8>),
     Frame(PoolSlice),
+    /// The owner wrote the reply frame to the client's socket: all of it, or all but this
+    /// rest, which the connection's shard writes.
+    Sent(Option<PoolSlice>),
 }
 
 impl Reply {
@@ -115,6 +156,8 @@ impl Reply {
         match self {
             Reply::Body(body) => body,
             Reply::Frame(frame) => &frame[HEADER_SIZE..],
+            // Already framed and (mostly) written: nothing of it is a body to pass on.
+            Reply::Sent(_) => &[],
         }
     }
 

@@ -12,7 +12,8 @@ pub mod replica_network;
 pub mod storage;
 
 pub use bus::{
-    BusReply, ConnectionHandoff, Delivery, Inbox, PartitionOp, Reply, Responder, ShardBus, ShardReply, ShardRequest,
+    BusReply, ConnectionHandoff, Delivery, DirectReply, Inbox, PartitionOp, Reply, ReplySocket, Responder, ShardBus,
+    ShardReply, ShardRequest,
 };
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;

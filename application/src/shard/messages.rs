@@ -102,6 +102,7 @@ impl<E: Env> Shard<E> {
         partitioning: &Partitioning,
         messages_count: u32,
         batch: PoolSlice,
+        direct: Option<crate::ports::DirectReply>,
     ) -> BusReply {
         let (stream_id, topic_id, count) = self.resolve_topic(topic)?;
         let partition_id = self.choose_partition(stream_id, topic_id, count, partitioning)?;
@@ -111,7 +112,17 @@ impl<E: Env> Shard<E> {
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
         batch::validate(&batch, messages_count)?;
         let op = PartitionOp::Send { messages_count, batch, stream_id, topic_id };
-        self.route_partition(namespace, op).await
+        let owner = self.shared.partitions.owner(namespace);
+        match direct {
+            // Crossing, the owner writes the reply to the socket itself: the reply does not
+            // wait for this shard to wake and write it (docs/shards-and-bus.md).
+            Some(direct) if owner != self.shard_id => {
+                self.shared.telemetry.bus.forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let request = crate::ports::ShardRequest::SendReplying { namespace, op, direct };
+                crate::ports::ShardBus::call(&self.bus, owner, request).await
+            }
+            _ => self.route_partition(namespace, op).await,
+        }
     }
 
     /// Polls one partition. A consumer-group poll is served only from a partition the

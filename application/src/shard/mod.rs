@@ -407,11 +407,6 @@ impl<E: Env> Shard<E> {
         crate::Connection::resume(state)
     }
 
-    /// What the server counts about itself, as `/metrics` reads it.
-    pub fn telemetry(&self) -> &crate::shared::Telemetry {
-        &self.shared.telemetry
-    }
-
     /// The pool request frames are read into.
     pub fn pool(&self) -> &'static crate::memory_pool::MemoryPool {
         self.shared.pool
@@ -443,6 +438,19 @@ impl<E: Env> Shard<E> {
         }
     }
 
+    /// Writes a crossing send's reply frame to the client's socket; an error, or what the
+    /// socket does not take at once, goes back to the connection's shard.
+    fn reply_directly(&self, direct: crate::ports::DirectReply, result: BusReply) -> BusReply {
+        let reply = result?;
+        let frame = self.reply_frame(&direct.header, Ok(reply));
+        let written = direct.socket.try_send(&frame).unwrap_or(0);
+        if written == frame.len() {
+            return Ok(Reply::Sent(None));
+        }
+        let rest = frame[written..].to_vec();
+        Ok(Reply::Sent(Some(crate::memory_pool::PoolSlice::plain(rest))))
+    }
+
     /// Serves this shard's inbox until shutdown: calls from other shards run here, and each
     /// handed-off connection goes to `adopt`.
     pub async fn serve_inbox<I: crate::ports::Inbox>(
@@ -457,6 +465,10 @@ impl<E: Env> Shard<E> {
     pub async fn on_bus_request(&self, request: ShardRequest) -> BusReply {
         match request {
             ShardRequest::Partition { namespace, op } => self.execute_partition(namespace, op).await,
+            ShardRequest::SendReplying { namespace, op, direct } => {
+                let result = self.execute_partition(namespace, op).await;
+                self.reply_directly(direct, result)
+            }
             ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await.map(Reply::Body),
             ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, request).await,
             ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new().into()).map_err(|error| {
