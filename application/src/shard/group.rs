@@ -295,6 +295,7 @@ impl<E: Env> Shard<E> {
         self.carry_out_group(group, effects).await;
         self.note_journaled_resets(group);
         self.refuse_unrecorded_partitions(group).await;
+        self.publish_group_health(group);
         Ok(())
     }
 

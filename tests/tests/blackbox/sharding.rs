@@ -209,11 +209,14 @@ fn server_connections_on(pid: u32, port: u16) -> anyhow::Result<Vec<std::os::fd:
     let pid = Pid::from_raw(pid as i32).expect("a process id is positive");
     let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
     let mut sockets = Vec::new();
+    // A plaintext TCP connection's socket is held twice (the duplicate its send replies
+    // may be written to from other shards): one descriptor per socket is kept.
+    let mut seen = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
         let entry = entry?;
-        let is_socket = std::fs::read_link(entry.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:"));
+        let target = std::fs::read_link(entry.path()).map(|t| t.to_string_lossy().into_owned()).unwrap_or_default();
         let Some(number) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if !is_socket {
+        if !target.starts_with("socket:") || !seen.insert(target) {
             continue;
         }
         // A descriptor the server closed since the listing is not one of the connections
