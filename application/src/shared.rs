@@ -116,6 +116,8 @@ pub struct BusCounters {
     pub metadata_forwarded: AtomicU64,
     /// Connections moved to the shard owning their partitions.
     pub connections_moved: AtomicU64,
+    /// Crossing sends whose reply the partition's owner wrote to the client's socket whole.
+    pub direct_replies: AtomicU64,
 }
 
 /// Counters of the data path: damage found, retention, scrubbing, write failures, dedup and

@@ -312,4 +312,7 @@ fn the_owner_of_a_partition_on_another_shard_writes_a_sends_reply_to_the_socket(
             assert!(count > 0 && !body.is_empty(), "{label}, partition {partition}: stored and confirmed");
         }
     }
+    let direct =
+        shards[owner(remote) as usize].shared.telemetry.bus.direct_replies.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(direct, 1, "one reply went out whole from the owner");
 }

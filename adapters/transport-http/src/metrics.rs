@@ -310,6 +310,11 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("bus_forwarded_total", "Partition requests served by a shard other than the connection's.", &bus.forwarded),
         ("bus_metadata_forwarded_total", "Metadata requests forwarded to shard 0.", &bus.metadata_forwarded),
         ("connections_moved_total", "Connections moved to the shard owning their partitions.", &bus.connections_moved),
+        (
+            "bus_direct_replies_total",
+            "Crossing sends whose reply the partition's owner wrote to the client's socket.",
+            &bus.direct_replies,
+        ),
     ]);
     for (name, help, value) in counters {
         let _ =

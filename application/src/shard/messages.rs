@@ -112,17 +112,7 @@ impl<E: Env> Shard<E> {
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
         batch::validate(&batch, messages_count)?;
         let op = PartitionOp::Send { messages_count, batch, stream_id, topic_id };
-        let owner = self.shared.partitions.owner(namespace);
-        match direct {
-            // Crossing, the owner writes the reply to the socket itself: the reply does not
-            // wait for this shard to wake and write it (docs/shards-and-bus.md).
-            Some(direct) if owner != self.shard_id => {
-                self.shared.telemetry.bus.forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let request = crate::ports::ShardRequest::SendReplying { namespace, op, direct };
-                crate::ports::ShardBus::call(&self.bus, owner, request).await
-            }
-            _ => self.route_partition(namespace, op).await,
-        }
+        self.route_partition(namespace, op, direct).await
     }
 
     /// Polls one partition. A consumer-group poll is served only from a partition the
@@ -144,7 +134,7 @@ impl<E: Env> Shard<E> {
             count: request.count,
             auto_commit: request.auto_commit,
         };
-        self.route_partition(namespace, op).await
+        self.route_partition(namespace, op, None).await
     }
 
     /// Runs an offset operation for `consumer` on its partition (None means partition 0).
@@ -157,7 +147,7 @@ impl<E: Env> Shard<E> {
     ) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id.unwrap_or(0))?;
         let key = self.consumer_key(consumer, topic)?;
-        self.route_partition(namespace, op(key)).await
+        self.route_partition(namespace, op(key), None).await
     }
 
     /// `[partition_id][current_offset][stored_offset]`, or empty when nothing is stored.
@@ -191,13 +181,13 @@ impl<E: Env> Shard<E> {
 
     pub async fn flush_unsaved_buffer(&self, topic: &TopicRef, partition_id: u32, fsync: bool) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id)?;
-        self.route_partition(namespace, PartitionOp::Flush { fsync }).await
+        self.route_partition(namespace, PartitionOp::Flush { fsync }, None).await
     }
 
     /// Deletes the oldest sealed segments of one partition.
     pub async fn delete_segments(&self, topic: &TopicRef, partition_id: u32, segments_count: u32) -> BusReply {
         let namespace = self.resolve_partition(topic, partition_id)?;
-        self.route_partition(namespace, PartitionOp::DeleteSegments { count: segments_count }).await
+        self.route_partition(namespace, PartitionOp::DeleteSegments { count: segments_count }, None).await
     }
 }
 

@@ -445,6 +445,7 @@ impl<E: Env> Shard<E> {
         let frame = self.reply_frame(&direct.header, Ok(reply));
         let written = direct.socket.try_send(&frame).unwrap_or(0);
         if written == frame.len() {
+            self.shared.telemetry.bus.direct_replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(Reply::Sent(None));
         }
         let rest = frame[written..].to_vec();

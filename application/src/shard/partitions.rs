@@ -86,14 +86,26 @@ async fn write_marker<S: Storage>(
 }
 
 impl<E: Env> Shard<E> {
-    /// Runs `op` on the partition's owner: here, or over the bus.
-    pub(super) async fn route_partition(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
+    /// Runs `op` on the partition's owner: here, or over the bus. With `direct` (a send on a
+    /// plaintext TCP connection), an owner on another shard writes the reply to the client's
+    /// socket itself, so the reply does not wait for this shard to wake and write it
+    /// (docs/shards-and-bus.md).
+    pub(super) async fn route_partition(
+        &self,
+        namespace: Namespace,
+        op: PartitionOp,
+        direct: Option<crate::ports::DirectReply>,
+    ) -> BusReply {
         let owner = self.shared.partitions.owner(namespace);
         if owner == self.shard_id {
             return self.execute_partition(namespace, op).await;
         }
         self.shared.telemetry.bus.forwarded.fetch_add(1, Ordering::Relaxed);
-        self.bus.call(owner, ShardRequest::Partition { namespace, op }).await
+        let request = match direct {
+            Some(direct) => ShardRequest::SendReplying { namespace, op, direct },
+            None => ShardRequest::Partition { namespace, op },
+        };
+        self.bus.call(owner, request).await
     }
 
     /// Empties a partition's log and stored offsets. The purge removes its directory; the
