@@ -91,10 +91,7 @@ impl<E: Env> Shard<E> {
     /// The resets (partition key, incarnation) in the group's journal above what its
     /// replica applied.
     fn journaled_resets(group: &PartitionGroup<E>) -> Vec<(u64, u64)> {
-        let replica = group.replica();
-        let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
-        let resets = entries.filter(|entry| entry.operation == operation::RESET_PARTITION);
-        resets.filter_map(|entry| partition_group::parse_reset_body(&entry.body)).collect()
+        Self::journaled(group, operation::RESET_PARTITION, partition_group::parse_reset_body)
     }
 
     /// A purge of a replicated partition: a reset to the purge's incarnation, answered once

@@ -188,10 +188,19 @@ impl<E: Env> Shard<E> {
 
     /// The partitions with a send in the group's journal above what its replica applied.
     pub(super) fn journaled_sends(group: &PartitionGroup<E>) -> BTreeSet<Namespace> {
+        Self::journaled(group, operation::SEND_MESSAGES, Self::op_partition)
+    }
+
+    /// What `parse` reads from the bodies of the `operation` entries in the group's journal
+    /// above what its replica applied (after a restart: committed, but not known to be yet).
+    pub(super) fn journaled<T, C: FromIterator<T>>(
+        group: &PartitionGroup<E>,
+        operation: u8,
+        parse: impl Fn(&[u8]) -> Option<T>,
+    ) -> C {
         let replica = group.replica();
         let entries = (replica.commit() + 1..=replica.op()).filter_map(|op| replica.log_entry(op));
-        let sends = entries.filter(|entry| entry.operation == operation::SEND_MESSAGES);
-        sends.filter_map(|entry| Self::op_partition(&entry.body)).collect()
+        entries.filter(|entry| entry.operation == operation).filter_map(|entry| parse(&entry.body)).collect()
     }
 
     /// Halts the group when the partition holds messages and neither the group's state nor
