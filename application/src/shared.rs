@@ -150,6 +150,8 @@ pub struct DataCounters {
     pub floor_logged: AtomicBool,
     /// Bytes under the data directory, as the host metrics last measured them.
     pub data_directory_bytes: AtomicU64,
+    /// Every shard's spare logs.
+    pub spare_logs: Arc<crate::partition::SpareLogCounters>,
 }
 
 /// Every partition's owner shard and live counters; lock-free for readers.

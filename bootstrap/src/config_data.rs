@@ -124,6 +124,7 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
         min_free_space: free_space_floor(leaves)?,
         space_check_interval_us: duration(leaves, "system.disk.check_interval")?,
         direct_io_cache_bytes: cache_size(leaves, "system.partition.direct_io_cache")?,
+        spare_logs_bytes: cache_size(leaves, "system.partition.spare_logs")?,
     })
 }
 
@@ -177,8 +178,11 @@ mod tests {
         let defaults = load(None, &env(&[])).unwrap().data;
         assert_eq!(defaults.partition.direct_io, DirectIo::Persisted);
         assert_eq!(defaults.direct_io_cache_bytes, 256 << 20);
+        assert_eq!(defaults.spare_logs_bytes, 512 << 20);
         let none = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO_CACHE", "0")])).unwrap().data;
         assert_eq!(none.direct_io_cache_bytes, 0);
+        let spares = load(None, &env(&[("IGGY_SYSTEM_PARTITION_SPARE_LOGS", "0")])).unwrap().data;
+        assert_eq!(spares.spare_logs_bytes, 0);
         for (value, expected) in [("off", DirectIo::Off), ("persisted", DirectIo::Persisted), ("all", DirectIo::All)] {
             let data = load(None, &env(&[("IGGY_SYSTEM_PARTITION_DIRECT_IO", value)])).unwrap().data;
             assert_eq!(data.partition.direct_io, expected, "{value}");

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use rill_application::memory_pool::PoolSlice;
+use rill_application::ports::storage::REUSE_GUARD_BYTES;
 use rill_application::ports::{Space, Storage, StorageFile};
 
 use crate::Jitter;
@@ -129,6 +130,8 @@ pub struct SimFile {
     disk: Rc<RefCell<Disk>>,
     path: PathBuf,
     direct: bool,
+    /// A reused file's descriptor: its appends leave `REUSE_GUARD_BYTES` zeros after them.
+    guarded: bool,
 }
 
 impl SimStorage {
@@ -258,7 +261,7 @@ impl SimStorage {
             }
         }
         drop(disk);
-        Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf(), direct })
+        Ok(SimFile { disk: self.disk.clone(), path: path.to_path_buf(), direct, guarded: false })
     }
 }
 
@@ -343,12 +346,15 @@ impl StorageFile for SimFile {
         if self.direct {
             state.logical = Some(len);
             // An append rewrites its last block whole, zeros after the data (the block is
-            // allocated either way, so the padding takes no room).
+            // allocated either way, so the padding takes no room), a reused file's on to
+            // its guard.
             if position == before {
-                let padded = at.div_ceil(DIRECT_BLOCK) * DIRECT_BLOCK;
+                let guard = if self.guarded { REUSE_GUARD_BYTES } else { 0 };
+                let padded = (at + guard).div_ceil(DIRECT_BLOCK) * DIRECT_BLOCK;
                 if state.written.len() < padded {
                     state.written.resize(padded, 0);
                 }
+                state.written[at..padded].fill(0);
             }
         }
         (Ok(()), bufs)
@@ -398,6 +404,18 @@ impl Storage for SimStorage {
 
     async fn open_direct(&self, path: &Path) -> io::Result<SimFile> {
         self.open_file(path, true)
+    }
+
+    async fn reuse_direct(&self, spare: &Path, path: &Path) -> io::Result<SimFile> {
+        self.rename(spare, path).await?;
+        let mut file = self.open_file(path, true)?;
+        let mut disk = self.disk.borrow_mut();
+        let state = disk.files.get_mut(path).ok_or_else(|| missing(path))?;
+        // Appends start over the old bytes, which keep their room until a truncation.
+        state.logical = Some(0);
+        state.reserved_to = state.reserved_to.max(state.written.len() as u64);
+        file.guarded = true;
+        Ok(file)
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {

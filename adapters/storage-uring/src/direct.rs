@@ -13,6 +13,10 @@
 //! truncates the padding when it seals. After a crash the padding is a tail that does not
 //! parse as a batch, which recovery cuts like any torn tail.
 //!
+//! A reused file (`Storage::reuse_direct`) holds old bytes past what was written: each
+//! append to it pads on far enough to leave `REUSE_GUARD_BYTES` zeros after its end, one
+//! more block when its own block has less room left.
+//!
 //! The staging buffer of each append goes to the shard's `RecentWrites` when there is one,
 //! and reads it holds are served from there.
 
@@ -25,6 +29,7 @@ use compio::buf::{IntoInner, IoBuf};
 use compio::fs::File;
 use compio::io::{AsyncReadAtExt, AsyncWriteAtExt};
 use rill_application::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
+use rill_application::ports::storage::REUSE_GUARD_BYTES;
 
 use crate::recent::RecentWrites;
 
@@ -41,6 +46,9 @@ pub(crate) struct DirectLog {
     active: Cell<bool>,
     /// The shard's recent writes and this file's name in them.
     recent: Option<(Rc<RefCell<RecentWrites>>, u64)>,
+    /// Zero bytes each append leaves after its end: 0, or `REUSE_GUARD_BYTES` for a
+    /// reused file.
+    guard: u64,
 }
 
 #[derive(Debug)]
@@ -63,7 +71,13 @@ impl DirectLog {
             let name = recent.borrow_mut().register();
             (recent, name)
         });
-        Self { file, pool, state: RefCell::new(State { len, tail }), active: Cell::new(true), recent }
+        Self { file, pool, state: RefCell::new(State { len, tail }), active: Cell::new(true), recent, guard: 0 }
+    }
+
+    /// The same log over a reused file: its appends guard their end with zeros.
+    pub(crate) fn guarded(mut self) -> Self {
+        self.guard = REUSE_GUARD_BYTES as u64;
+        self
     }
 
     pub(crate) fn is_active(&self) -> bool {
@@ -114,7 +128,7 @@ impl DirectLog {
         };
         let data_len: usize = bufs.iter().map(|b| b.len()).sum();
         let total = tail.len() + data_len;
-        let padded = (total as u64).div_ceil(BLOCK) * BLOCK;
+        let padded = (total as u64 + self.guard).div_ceil(BLOCK) * BLOCK;
         let (mut staging, offset) = self.staging(padded as usize);
         let block = &mut staging[offset..offset + padded as usize];
         let mut at = tail.len();

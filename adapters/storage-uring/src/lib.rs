@@ -144,6 +144,29 @@ impl StorageFile for UringFile {
     }
 }
 
+impl UringStorage {
+    /// Opens a log for direct appends from `reused_from` (a reused file: its old bytes stay
+    /// past it, guarded) or from its end.
+    async fn open_direct_from(&self, path: &Path, reused_from: Option<u64>) -> io::Result<UringFile> {
+        let mut file = self.open(path).await?;
+        let o_direct = nix::fcntl::OFlag::O_DIRECT.bits();
+        match OpenOptions::new().write(true).custom_flags(o_direct).open(path).await {
+            Ok(direct) => {
+                let len = match reused_from {
+                    Some(len) => len,
+                    None => file.file.metadata().await?.len(),
+                };
+                let log = direct::DirectLog::new(direct, len, self.pool, self.recent.clone());
+                file.direct = Some(if reused_from.is_some() { log.guarded() } else { log });
+            }
+            // A filesystem without O_DIRECT: the file is an ordinary one.
+            Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
+            Err(error) => return Err(error),
+        }
+        Ok(file)
+    }
+}
+
 impl UringFile {
     fn active_direct(&self) -> Option<&direct::DirectLog> {
         self.direct.as_ref().filter(|direct| direct.is_active())
@@ -180,16 +203,15 @@ impl Storage for UringStorage {
     }
 
     async fn open_direct(&self, path: &Path) -> io::Result<UringFile> {
-        let mut file = self.open(path).await?;
-        let o_direct = nix::fcntl::OFlag::O_DIRECT.bits();
-        match OpenOptions::new().write(true).custom_flags(o_direct).open(path).await {
-            Ok(direct) => {
-                let len = file.file.metadata().await?.len();
-                file.direct = Some(direct::DirectLog::new(direct, len, self.pool, self.recent.clone()));
-            }
-            // A filesystem without O_DIRECT: the file is an ordinary one.
-            Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
-            Err(error) => return Err(error),
+        self.open_direct_from(path, None).await
+    }
+
+    async fn reuse_direct(&self, spare: &Path, path: &Path) -> io::Result<UringFile> {
+        self.rename(spare, path).await?;
+        let file = self.open_direct_from(path, Some(0)).await?;
+        if file.direct.is_none() {
+            // No O_DIRECT here: an ordinary file, emptied, as the port's default gives.
+            file.file.set_len(0).await?;
         }
         Ok(file)
     }

@@ -3,7 +3,8 @@
 //! reported is what was written while the file on disk runs on with zero padding to the
 //! block, truncations and rewrites in the middle keep later appends right, and a reopened
 //! padded file is what recovery sees and cuts. Reservations (plain and direct files) take
-//! blocks past the end without moving it, and a truncation gives them back.
+//! blocks past the end without moving it, and a truncation gives them back. A reused file
+//! takes appends from its start over its own blocks, each followed by a zeroed guard.
 
 use std::path::PathBuf;
 
@@ -196,6 +197,44 @@ fn a_reservation_takes_blocks_past_the_end_until_a_truncation_gives_them_back() 
             file.truncate(expected.len() as u64).await.unwrap();
             assert!(allocated(&path) < 2 << 20, "direct {direct}: {} bytes allocated", allocated(&path));
             assert_eq!(std::fs::read(&path).unwrap(), expected);
+        });
+    }
+}
+
+#[test]
+fn a_reused_file_takes_appends_from_its_start_over_its_blocks_and_guards_each_end_with_zeros() {
+    use rill_application::ports::storage::REUSE_GUARD_BYTES;
+    for (n, storage) in storages().into_iter().enumerate() {
+        let spare = fresh_path(&format!("spare-{n}.log"));
+        let path = fresh_path(&format!("reused-{n}.log"));
+        let old = bytes(90, 3 << 20);
+        std::fs::write(&spare, &old).unwrap();
+        let held = allocated(&spare);
+        run(async {
+            let file = storage.reuse_direct(&spare, &path).await.unwrap();
+            assert!(!spare.exists(), "moved");
+            assert_eq!(file.len().await.unwrap(), 0, "appends start at the file's start");
+            // 4,096 - 100 bytes end short of a guard's room in their block; 100 more end on
+            // the block boundary; 5,000 more end anywhere.
+            let mut expected = Vec::new();
+            for (seed, len) in [(1, 4_096 - 100), (2, 100), (3, 5_000)] {
+                let part = bytes(seed, len);
+                append(&file, expected.len(), std::slice::from_ref(&part)).await;
+                expected.extend_from_slice(&part);
+                let on_disk = std::fs::read(&path).unwrap();
+                let end = expected.len();
+                assert_eq!(on_disk.len(), old.len(), "n {n}: the file keeps its length");
+                assert_eq!(&on_disk[..end], &expected[..], "n {n}");
+                let guard = &on_disk[end..end + REUSE_GUARD_BYTES];
+                assert!(guard.iter().all(|&b| b == 0), "n {n}: zeros after the append ending at {end}");
+                let past = end.div_ceil(4096) * 4096 + 4096;
+                assert_eq!(&on_disk[past..past + 64], &old[past..past + 64], "n {n}: the old bytes beyond");
+            }
+            assert_eq!(file.len().await.unwrap(), expected.len() as u64);
+            assert_eq!(read_all(&file, expected.len()).await, expected);
+            assert_eq!(allocated(&path), held, "n {n}: written over its own blocks");
+            file.truncate(expected.len() as u64).await.unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), expected, "n {n}: a cut leaves only what was written");
         });
     }
 }

@@ -304,6 +304,8 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ),
         ("sends_refused_total", "Sends refused: read-only partition or disk below its floor.", &data.sends_refused),
         ("deduplicated_messages_total", "Messages dropped as duplicates of a stored id.", &data.duplicates_dropped),
+        ("spare_logs_taken_total", "New direct logs written over a spare log's blocks.", &data.spare_logs.taken),
+        ("spare_logs_kept_total", "Removed segments' log files kept as spares.", &data.spare_logs.kept),
     ];
     let bus = &context.telemetry().bus;
     let counters = counters.into_iter().chain([
@@ -320,6 +322,7 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         let _ =
             writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} counter\nrill_{name} {}", value.load(Relaxed));
     }
+    let spares = &data.spare_logs;
     let gauges = [
         ("read_only_partitions", "Partitions refusing sends after a failed write.", stats.read_only_partitions),
         ("unopened_partitions", "Partitions no shard could open (a disk error).", stats.unopened_partitions),
@@ -328,6 +331,8 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("disk_min_free_bytes", "The free-space floor below which sends are refused.", stats.disk_min_free_bytes),
         ("disk_below_floor", "1 while sends are refused for lack of free space.", stats.disk_below_floor as u64),
         ("data_directory_bytes", "Bytes of every file under the data directory.", stats.data_directory_bytes),
+        ("spare_logs", "Removed segments' log files kept for new direct logs.", spares.files.load(Relaxed)),
+        ("spare_log_bytes", "Bytes the spare logs hold.", spares.bytes.load(Relaxed)),
     ];
     for (name, help, value) in gauges {
         let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");

@@ -9,10 +9,12 @@ mod offsets;
 mod poll;
 mod recovery;
 mod segment;
+mod spares;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use rill_domain::batch::{self, BatchHeader};
 use rill_domain::dedup::DedupWindow;
@@ -25,6 +27,7 @@ pub use offsets::{ConsumerKey, ConsumerOffsets};
 pub use poll::{POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
+pub use spares::{MIN_SPARE_BYTES, SpareLogCounters, SpareLogs};
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::Storage;
@@ -167,6 +170,8 @@ pub struct PartitionLog<S: Storage> {
     /// A purge removed the files and could not make the new ones: the segments still held
     /// are gone from disk, and the next write makes the new files first.
     purge_pending: bool,
+    /// The shard's spare logs, which new direct segments are written over.
+    spares: Option<Rc<SpareLogs>>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -178,6 +183,18 @@ impl<S: Storage> PartitionLog<S> {
         partition_id: u32,
         settings: PartitionSettings,
         clean: bool,
+    ) -> io::Result<Self> {
+        Self::open_with(storage, dir, partition_id, settings, clean, None).await
+    }
+
+    /// Like `open`, new direct segments written over the shard's `spares` when it has one.
+    pub async fn open_with(
+        storage: &S,
+        dir: &Path,
+        partition_id: u32,
+        settings: PartitionSettings,
+        clean: bool,
+        spares: Option<Rc<SpareLogs>>,
     ) -> io::Result<Self> {
         storage.create_dir_all(dir).await?;
         let names = storage.list_dir(dir).await?;
@@ -205,7 +222,7 @@ impl<S: Storage> PartitionLog<S> {
             segments.push(segment);
         }
         if segments.is_empty() {
-            segments.push(Segment::create(storage, dir, 0, settings.direct_log).await?);
+            segments.push(Segment::create_over(storage, dir, 0, settings.direct_log, spares.as_deref()).await?);
         }
         let next_offset = segments.last().map_or(0, |s| s.end_offset());
         let last_timestamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
@@ -227,6 +244,7 @@ impl<S: Storage> PartitionLog<S> {
             reported: BTreeSet::new(),
             generation: 0,
             purge_pending: false,
+            spares,
         };
         if let Some(window) = settings.deduplication {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
@@ -560,7 +578,9 @@ impl<S: Storage> PartitionLog<S> {
         // A sealed segment is never written again, so make it durable once, now, without
         // the blocks reserved for appends that will not come.
         self.segments.last_mut().unwrap().sync_releasing().await?;
-        let segment = match Segment::create(storage, &self.dir, start_offset, self.settings.direct_log).await {
+        let direct = self.settings.direct_log;
+        let segment = match Segment::create_over(storage, &self.dir, start_offset, direct, self.spares.as_deref()).await
+        {
             Ok(segment) => segment,
             Err(error) => {
                 // Best effort: a half-created segment must not outlive the failed roll (the
@@ -600,6 +620,16 @@ impl<S: Storage> PartitionLog<S> {
                 .find(|h| h.base_timestamp >= timestamp)
                 .map(|h| h.base_offset)
         })
+    }
+
+    /// Keeps the segments' log files as the shard's spares, newest first, while its budget
+    /// has room: for a removed partition (closed, its lock held), whose files go next. A
+    /// log a poll is still reading (its file shared) stays, to go with the others.
+    pub async fn keep_as_spares(&self, storage: &S) {
+        let Some(spares) = &self.spares else { return };
+        for segment in self.segments.iter().rev().filter(|s| !s.log_shared()) {
+            spares.keep(storage, segment.log_path(), segment.size_bytes).await;
+        }
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.

@@ -13,6 +13,7 @@ use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_FRAME_SIZE, MAX_IOVECS_PER_WRITE};
 use rill_domain::segment::{self, IndexEntry};
 
+use super::spares::SpareLogs;
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
@@ -52,6 +53,9 @@ pub struct Segment<F> {
     pub(super) reserved_to: u64,
     /// Cleared when the filesystem cannot reserve.
     pub(super) reserving: bool,
+    /// The log is a spare's file written over: its old bytes run on past `size_bytes`
+    /// until a seal or a stop cuts them.
+    pub(super) reused: bool,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -116,11 +120,27 @@ impl<F: StorageFile> Segment<F> {
         &self.log_path
     }
 
+    /// Whether a poll holds the log file, reading it after the partition's lock.
+    pub fn log_shared(&self) -> bool {
+        Rc::strong_count(&self.log) > 1
+    }
+
     pub async fn create<S: Storage<File = F>>(
         storage: &S,
         dir: &Path,
         start_offset: u64,
         direct: bool,
+    ) -> io::Result<Self> {
+        Self::create_over(storage, dir, start_offset, direct, None).await
+    }
+
+    /// Like `create`, a direct log written over a spare's blocks when `spares` has one.
+    pub async fn create_over<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+        start_offset: u64,
+        direct: bool,
+        spares: Option<&SpareLogs>,
     ) -> io::Result<Self> {
         // The log file's name is what makes a segment exist at start (an index alone is
         // removed), so it is created last: a creation that fails half-way leaves no segment
@@ -128,6 +148,17 @@ impl<F: StorageFile> Segment<F> {
         let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
         index.truncate(0).await?;
         let log_path = dir.join(segment::log_file_name(start_offset));
+        let spare = match spares {
+            Some(spares) if direct => spares.take(storage, &log_path).await,
+            _ => None,
+        };
+        if let Some((log, bytes)) = spare {
+            let mut segment = Self::opened(start_offset, log_path, log, index, Vec::new(), direct);
+            // Its blocks are the file's already: nothing to reserve, nothing to cut at a sync.
+            segment.reserved_to = bytes;
+            segment.reused = true;
+            return Ok(segment);
+        }
         let log = open_log(storage, &log_path, direct).await?;
         if log.len().await? > 0 {
             log.truncate(0).await?;
@@ -157,6 +188,7 @@ impl<F: StorageFile> Segment<F> {
             direct,
             reserved_to: 0,
             reserving: true,
+            reused: false,
         }
     }
 
@@ -287,7 +319,7 @@ impl<F: StorageFile> Segment<F> {
     /// Makes the segment durable whole: the entries held back are written, a direct log's
     /// padding is cut (its reserved blocks with it), then log and index are fsynced.
     pub async fn sync(&mut self) -> io::Result<()> {
-        self.sync_cutting(self.direct).await
+        self.sync_cutting(self.direct && !self.reused).await
     }
 
     /// Syncs like `sync`, the log cut to its length first whether direct or not, which

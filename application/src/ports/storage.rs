@@ -13,6 +13,11 @@
 //! - `open_direct` opens a file whose appends (writes at its end) may bypass the page
 //!   cache. Until it is truncated, such a file may hold up to 4095 zero bytes past what
 //!   was written after it is closed; while open, `len` reports what was written.
+//! - `reuse_direct` moves a spare file to a path and opens it like `open_direct`, `len` 0:
+//!   appends go over the blocks it holds, and its old bytes stay on disk past what was
+//!   written. On such a file every append also leaves at least `REUSE_GUARD_BYTES` zero
+//!   bytes after its end on disk, so a scan after a crash stops where the writes did and
+//!   never reads on into the old bytes. Truncating the file (a seal, a recovery) drops them.
 //! - `reserve` takes the disk blocks of a range not written yet without changing the
 //!   file's length, so appends into it allocate nothing; truncating the file (to its own
 //!   length too) gives back whatever lies past the new length. It is advisory: an adapter
@@ -26,6 +31,10 @@ use std::io;
 use std::path::Path;
 
 use crate::memory_pool::PoolSlice;
+
+/// The zero bytes an append to a reused file leaves after its end on disk: a batch header,
+/// whose zero length no recovery takes for a batch.
+pub const REUSE_GUARD_BYTES: usize = rill_domain::constants::BATCH_HEADER_SIZE;
 
 #[allow(async_fn_in_trait, clippy::len_without_is_empty)]
 pub trait StorageFile {
@@ -55,6 +64,15 @@ pub trait Storage {
     /// adapter can (see the module's contract on padding).
     async fn open_direct(&self, path: &Path) -> io::Result<Self::File> {
         self.open(path).await
+    }
+    /// Moves `spare` to `path` and opens it for appends from its start over the blocks it
+    /// holds (see the module's contract). An adapter that cannot reuse blocks gives an
+    /// emptied file.
+    async fn reuse_direct(&self, spare: &Path, path: &Path) -> io::Result<Self::File> {
+        self.rename(spare, path).await?;
+        let file = self.open_direct(path).await?;
+        file.truncate(0).await?;
+        Ok(file)
     }
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;

@@ -28,6 +28,8 @@ pub struct DataConfig {
     pub space_check_interval_us: u64,
     /// Per shard, bytes of the latest direct log writes the storage keeps for polls.
     pub direct_io_cache_bytes: u64,
+    /// Per shard, bytes of removed segments' logs kept for new direct logs (0: none).
+    pub spare_logs_bytes: u64,
 }
 
 impl Default for DataConfig {
@@ -40,6 +42,7 @@ impl Default for DataConfig {
             min_free_space: FreeSpaceFloor::Bytes(64 << 20),
             space_check_interval_us: 1_000_000,
             direct_io_cache_bytes: 256 << 20,
+            spare_logs_bytes: 512 << 20,
         }
     }
 }

@@ -19,6 +19,7 @@ mod queries;
 mod replication;
 mod routing;
 mod snapshot;
+mod spare_logs;
 mod users;
 
 use std::cell::{Cell, RefCell};
@@ -189,6 +190,9 @@ pub async fn recover<S: Storage>(
     Ok(Recovered { replication, pending, root_created, clean_shutdown })
 }
 
+/// Under the data path: each shard's spare logs, in a directory named by its id.
+const SPARE_LOGS_DIR: &str = "spare-logs";
+
 /// The file a graceful shutdown leaves once every partition is fsynced.
 const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
 
@@ -292,11 +296,16 @@ pub struct Shard<E: Env> {
     flush_queue: flusher::FlushQueue,
     /// This shard's replica of its partition group, when partitions are replicated.
     group: group::GroupCell<E>,
+    /// Removed segments' log files kept for new direct logs (`partition::spares`).
+    spares: Rc<crate::partition::SpareLogs>,
 }
 
 impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
         let encryptor = parts.shared.config.encryption.as_ref().map(crate::encryption::Encryptor::new);
+        let spares_dir = parts.shared.config.data_path.join(SPARE_LOGS_DIR).join(parts.bus.shard_id().to_string());
+        let counters = parts.shared.telemetry.data.spare_logs.clone();
+        let spares = crate::partition::SpareLogs::new(spares_dir, parts.shared.config.data.spare_logs_bytes, counters);
         Self {
             shard_id: parts.bus.shard_id(),
             storage: parts.storage,
@@ -314,6 +323,7 @@ impl<E: Env> Shard<E> {
             balanced: RefCell::new(BTreeMap::new()),
             flush_queue: flusher::FlushQueue::default(),
             group: group::GroupCell::new(),
+            spares: Rc::new(spares),
         }
     }
 
@@ -416,6 +426,7 @@ impl<E: Env> Shard<E> {
     /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
     /// others serve meanwhile.
     pub async fn open_owned_partitions(&self) {
+        self.clear_spares().await;
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
             for stream in metadata.streams() {

@@ -190,7 +190,9 @@ impl<E: Env> Shard<E> {
             self.storage.remove_dir_all(&dir).await?;
         }
         let clean = self.shared.clean_start && (!fresh || replayed);
-        let log = PartitionLog::open(&self.storage, &dir, namespace.partition_id(), settings, clean).await?;
+        let spares = self.spares_for_partitions();
+        let log =
+            PartitionLog::open_with(&self.storage, &dir, namespace.partition_id(), settings, clean, spares).await?;
         if recorded != Some(created_at) {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }
@@ -248,7 +250,8 @@ impl<E: Env> Shard<E> {
             };
             let opened = self.open_partition(namespace, settings, fresh, created_at).await.is_ok();
             if opened && listed(namespace, created_at).is_none() {
-                self.remove_partition(namespace).await;
+                // Deleted while it opened: no deletion time here, so no spares kept.
+                self.remove_partition(namespace, 0).await;
             }
         }
     }
@@ -277,9 +280,9 @@ impl<E: Env> Shard<E> {
                     .map(|()| Vec::new().into())
                     .map_err(|_| ErrorCode::IoError);
             }
-            PartitionOp::Remove => {
+            PartitionOp::Remove { deleted_at } => {
                 self.unopened.borrow_mut().remove(&namespace);
-                self.remove_partition(namespace).await;
+                self.remove_partition(namespace, deleted_at).await;
                 return Ok(Vec::new().into());
             }
             PartitionOp::Poll { key, strategy, count, auto_commit } => {
@@ -356,14 +359,14 @@ impl<E: Env> Shard<E> {
         reply.map(Reply::Body)
     }
 
-    async fn remove_partition(&self, namespace: Namespace) {
+    async fn remove_partition(&self, namespace: Namespace, deleted_at: u64) {
         let removed = self.partitions.borrow_mut().remove(&namespace);
         self.shared.partitions.remove(namespace);
         if let Some(partition) = removed {
             partition.closed.set(true);
-            // Wait for operations in flight on it to finish before its files go; its
-            // journal's buffers go back to the pool with the log.
-            drop(partition.log.lock().await);
+            // Wait for operations in flight on it to finish before its files go (some kept
+            // as spares); its journal's buffers go back to the pool with the log.
+            self.keep_spares(&partition, deleted_at).await;
         }
     }
 
@@ -431,7 +434,7 @@ impl<E: Env> Shard<E> {
                 purged.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
-            PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {
+            PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Poll { .. } => {
                 unreachable!("handled before locking")
             }
         }

@@ -186,3 +186,59 @@ async fn direct_io_off_writes_persisted_topics_through_the_page_cache() -> anyho
     assert_stored(&client, 0, sent).await?;
     Ok(())
 }
+
+/// The identifier of topic `name` in stream 0, whatever id it was given.
+async fn topic_id(client: &IggyClient, name: &str) -> anyhow::Result<u32> {
+    let topic = client.get_topic(&id(0), &Identifier::named(name)?).await?;
+    Ok(topic.ok_or_else(|| anyhow::anyhow!("no topic {name}"))?.id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_persisted_topic_writes_over_the_deleted_ones_log_and_a_kill9_reads_none_of_it()
+-> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let http = format!("127.0.0.1:{}", rill_tests::free_port());
+    let mut server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", &http)])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let token = client.create_personal_access_token("spares", IggyExpiry::NeverExpire).await?.token;
+    let metric = |name: &str| -> anyhow::Result<Option<u64>> {
+        let (_, text) = rill_tests::http::get(&http, "/metrics", Some(&token))?;
+        Ok(rill_tests::http::metric(&text, name))
+    };
+    client.create_stream("s").await?;
+    let big = TopicCreateOptions {
+        partitions_count: Some(1),
+        durability: Durability::Persisted,
+        ..TopicCreateOptions::default()
+    };
+    client.create_topic(&id(0), "old", &big).await?;
+    let old = topic_id(&client, "old").await?;
+    // About 2 MB: more than the 1 MiB a log needs to be kept.
+    send(&client, old, 0, 170).await?;
+    let data = server.data_dir();
+    let old_log = logs_of(&data, old).pop().expect("the old topic's log");
+    let old_inode = std::fs::metadata(&old_log)?.ino();
+    let old_len = std::fs::metadata(&old_log)?.len();
+    client.delete_topic(&id(0), &id(old)).await?;
+    assert_eq!(metric("rill_spare_logs")?, Some(1), "the deleted topic's log is kept");
+
+    client.create_topic(&id(0), "new", &big).await?;
+    let new = topic_id(&client, "new").await?;
+    let sent = send(&client, new, 0, 40).await?;
+    let new_log = logs_of(&data, new).pop().expect("the new topic's log");
+    assert_eq!(std::fs::metadata(&new_log)?.ino(), old_inode, "the new log is the old one's file");
+    assert_eq!(std::fs::metadata(&new_log)?.len(), old_len, "written over, not cut");
+    assert_eq!(metric("rill_spare_logs_taken_total")?, Some(1));
+    assert_eq!(metric("rill_spare_logs")?, Some(0));
+    assert_stored(&client, new, sent).await?;
+    drop(client);
+
+    // Past the new batches the file still holds the old topic's: recovery stops before them.
+    server.kill9()?;
+    server.restart()?;
+    let client = connect_root(&server.tcp_address()).await?;
+    assert_stored(&client, new, sent).await?;
+    let more = send(&client, new, sent, 20).await?;
+    assert_stored(&client, new, more).await?;
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! A shard's spare logs (`partition::spares`): cleared at start, filled from the logs of
+//! the partitions it removes, drawn on by its partitions' new direct segments.
+
+use super::{Partition, SPARE_LOGS_DIR, Shard};
+use crate::ports::{Env, Storage};
+
+impl<E: Env> Shard<E> {
+    /// Removes the spares an earlier run left: this shard's, and shard 0 also those of
+    /// shards the server no longer runs.
+    pub(super) async fn clear_spares(&self) {
+        if let Err(error) = self.spares.clear(&self.storage).await {
+            tracing::warn!(%error, "cannot remove the spare logs an earlier run left");
+        }
+        if self.shard_id != 0 {
+            return;
+        }
+        let root = self.shared.config.data_path.join(SPARE_LOGS_DIR);
+        for name in self.storage.list_dir(&root).await.unwrap_or_default() {
+            if name.parse::<u16>().is_ok_and(|shard| shard >= self.shard_count()) {
+                let _ = self.storage.remove_dir_all(&root.join(name)).await;
+            }
+        }
+    }
+
+    /// Waits for the operations in flight on a removed (closed) partition, then keeps its
+    /// logs as spares, unless its files belong to a creation
+    /// after the deletion (`deleted_at`): a deletion a restart's metadata recovery commits
+    /// again leaves the files a later creation opens.
+    pub(super) async fn keep_spares(&self, partition: &Partition<E::Storage>, deleted_at: u64) {
+        let log = partition.log.lock().await;
+        if partition.incarnation.get() <= deleted_at {
+            log.keep_as_spares(&self.storage).await;
+        }
+    }
+
+    /// The shard's spares for a partition it opens: none when the budget is 0.
+    pub(super) fn spares_for_partitions(&self) -> Option<std::rc::Rc<crate::partition::SpareLogs>> {
+        (self.shared.config.data.spare_logs_bytes > 0).then(|| self.spares.clone())
+    }
+}
