@@ -107,13 +107,23 @@ fn a_graceful_stop_cuts_a_reused_log_to_its_last_batch() {
 }
 
 #[test]
-fn small_logs_and_logs_past_the_budget_are_not_kept() {
+fn small_logs_buffered_logs_and_logs_past_the_budget_are_not_kept() {
     let storage = SimStorage::new();
     let budget = Rc::new(SpareLogs::new("/spares".into(), 3 << 20, Default::default()));
     let mut small = open(&storage, "/small", Some(budget.clone()), true);
     block_on(small.append(&storage, batch_of_length(0, 50_000), 1)).unwrap();
     block_on(small.keep_as_spares(&storage));
     assert_eq!(budget.count(), 0, "under 1 MiB: removed as before");
+    let buffered = common::settings(1 << 30, false, 1);
+    let mut log =
+        block_on(PartitionLog::open_with(&storage, Path::new("/buf"), 0, buffered, true, Some(budget.clone())))
+            .unwrap();
+    for n in 0..40 {
+        block_on(log.append(&storage, batch_of_length(n, 50_000), 1 + n)).unwrap();
+    }
+    block_on(log.flush(&storage, true)).unwrap();
+    block_on(log.keep_as_spares(&storage));
+    assert_eq!(budget.count(), 0, "a buffered log (its pages cached) is removed as before");
     let logs: Vec<_> = ["/a", "/b"].map(|dir| open(&storage, dir, Some(budget.clone()), true)).into();
     for mut log in logs {
         for n in 0..40 {
@@ -123,4 +133,35 @@ fn small_logs_and_logs_past_the_budget_are_not_kept() {
         assert_eq!(budget.count(), 1, "2 MB each: a budget of 3 MiB keeps one");
     }
     assert!(storage.paths().iter().any(|p| p == &Path::new("/b").join(log_file_name(0))), "not kept: left in place");
+}
+
+#[test]
+fn a_segment_deleted_from_a_partition_is_the_log_its_next_roll_writes_over() {
+    let storage = SimStorage::new();
+    let spares = spares();
+    // 2 MiB segments of 32 batches of 64 KiB: the first deletion frees a whole one.
+    let settings = common::settings(2 << 20, true, 1);
+    let dir = Path::new("/p");
+    let mut log = block_on(PartitionLog::open_with(&storage, dir, 0, settings, true, Some(spares.clone()))).unwrap();
+    for n in 0..80 {
+        block_on(log.append(&storage, batch_of_length(n, 64 << 10), 1 + n)).unwrap();
+    }
+    assert_eq!(log.segments_count(), 3);
+    let detached = block_on(log.delete_segments(&storage, 1)).unwrap();
+    assert_eq!((detached.segments, spares.count()), (1, 1), "the deleted segment's log is a spare");
+    // The active segment holds 16 batches: 16 more fill it, the 17th rolls over the spare.
+    for n in 80..100 {
+        block_on(log.append(&storage, batch_of_length(n, 64 << 10), 1 + n)).unwrap();
+    }
+    assert_eq!((log.segments_count(), spares.count()), (3, 0), "the roll took the spare");
+    let third = dir.join(log_file_name(96));
+    assert_eq!(storage.file_len(&third), Some(32 * (64 << 10)), "written over the deleted segment's file");
+    drop(log);
+    storage.crash(0);
+    let recovered = open(&storage, "/p", None, false);
+    assert_eq!((recovered.first_offset(), recovered.next_offset()), (32, 100));
+    let (read, damaged) = common::read(&recovered, 32, 1000);
+    assert_eq!(damaged, None);
+    let numbers: Vec<u64> = read.iter().map(|(_, payload)| payload[1..7].parse().unwrap()).collect();
+    assert_eq!(numbers, (32..100).collect::<Vec<_>>());
 }

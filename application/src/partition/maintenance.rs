@@ -23,6 +23,9 @@ pub struct Detached {
     pub segments: u32,
     pub messages: u64,
     pub bytes: u64,
+    /// The renamed logs that may become spares, with their lengths: a direct log's, not
+    /// read by a poll when it was detached (none are read after).
+    pub spare_logs: Vec<(PathBuf, u64)>,
 }
 
 /// Removes the files of detached segments; one already gone is not an error.
@@ -109,6 +112,9 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
             let segment = self.segments.remove(0);
+            if self.spares.is_some() && self.settings.direct_log && !segment.log_shared() {
+                detached.spare_logs.push((renamed[1].1.clone(), segment.size_bytes));
+            }
             detached.paths.extend(renamed.map(|(_, deleted)| deleted));
             detached.segments += 1;
             detached.messages += segment.messages_count();
@@ -177,6 +183,9 @@ impl<S: Storage> PartitionLog<S> {
     /// Deletes the oldest `count` sealed segments now (DELETE_SEGMENTS); returns how many.
     pub async fn delete_segments(&mut self, storage: &S, count: u32) -> io::Result<Detached> {
         let detached = self.detach_oldest(storage, count as usize).await?;
+        if let Some(spares) = &self.spares {
+            spares.keep_detached(storage, &detached).await;
+        }
         remove_detached(storage, &detached).await?;
         Ok(detached)
     }

@@ -624,9 +624,12 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Keeps the segments' log files as the shard's spares, newest first, while its budget
     /// has room: for a removed partition (closed, its lock held), whose files go next. A
-    /// log a poll is still reading (its file shared) stays, to go with the others.
+    /// log a poll is still reading (its file shared) stays, to go with the others. Only a
+    /// direct log's: a buffered one's pages would stay cached with it, and the next writes
+    /// would take fresh pages instead of the ones its removal frees (on a VM whose host
+    /// backs memory lazily, the cost docs/direct-io.md measures).
     pub async fn keep_as_spares(&self, storage: &S) {
-        let Some(spares) = &self.spares else { return };
+        let Some(spares) = self.spares.as_ref().filter(|_| self.settings.direct_log) else { return };
         for segment in self.segments.iter().rev().filter(|s| !s.log_shared()) {
             spares.keep(storage, segment.log_path(), segment.size_bytes).await;
         }

@@ -126,6 +126,7 @@ impl<E: Env> Shard<E> {
                 }
             };
             // The files go after the lock is released: polls of the partition go on.
+            self.spares.keep_detached(&self.storage, &detached).await;
             if let Err(error) = remove_detached(&self.storage, &detached).await {
                 tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not remove files; they go at the next start");
             }
