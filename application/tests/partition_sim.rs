@@ -1,6 +1,7 @@
 //! Seeded simulation of a partition's write path on simulated storage: appends, flushes,
 //! consumer-offset stores, segment rolls, retention, polls, graceful restarts, power loss
-//! (unsynced bytes lost, a torn tail kept), purges and failing storage calls, in one thread and
+//! (unsynced bytes lost, a torn tail kept), purges and failing storage calls, with the
+//! segments retention deletes kept as spare logs that later rolls write over, in one thread and
 //! replayable from its seed. Checks after every restart: every message acknowledged on a
 //! persisted topic is present, byte-exact, at its offset; an offset once acknowledged never
 //! holds anything else; nothing appears that was never sent; a stored (fsynced) consumer
@@ -12,11 +13,16 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use common::{Rng, messages, pool};
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
-use rill_application::partition::{ConsumerKey, PartitionLog, PartitionSettings, REPLY_ROOM, remove_detached};
+use rill_application::partition::{
+    ConsumerKey, PartitionLog, PartitionSettings, REPLY_ROOM, SpareLogCounters, SpareLogs, remove_detached,
+};
 use rill_domain::batch;
 
 /// What the clients were told, and what they sent.
@@ -45,9 +51,16 @@ struct Run {
     /// When the partition is purged: a generator of its own, so the other draws stay those
     /// of a run without purges.
     purges: Rng,
+    /// Deleted segments' logs, for new direct segments to be written over.
+    spares: Rc<SpareLogs>,
 }
 
 const DIR: &str = "/p";
+
+thread_local! {
+    /// The spare-log counters of every run on this thread.
+    static SPARE_COUNTERS: Arc<SpareLogCounters> = Arc::default();
+}
 const CONSUMER: ConsumerKey = ConsumerKey::Consumer(1);
 
 impl Run {
@@ -64,10 +77,13 @@ impl Run {
             direct_log: rng.chance(75),
         };
         let storage = SimStorage::new();
-        let log = block_on(PartitionLog::open(&storage, Path::new(DIR), 0, settings, true)).expect("a new partition");
+        let spares =
+            Rc::new(SpareLogs::new("/spares".into(), 64 << 10, SPARE_COUNTERS.with(Arc::clone)).keeping_from(1));
+        let log = block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone())))
+            .expect("a new partition");
         let purges = Rng::seeded(seed ^ 0x9e7);
         let model = Model::default();
-        Self { seed, rng, storage, settings, log, model, step: 0, heal_at_step: None, crashes: 0, purges }
+        Self { seed, rng, storage, settings, log, model, step: 0, heal_at_step: None, crashes: 0, purges, spares }
     }
 
     fn fail(&self, what: String) -> ! {
@@ -112,6 +128,7 @@ impl Run {
             return;
         }
         if let Ok(detached) = block_on(self.log.detach_oldest(&self.storage, 1)) {
+            block_on(self.spares.keep_detached(&self.storage, &detached));
             let _ = block_on(remove_detached(&self.storage, &detached));
             let first = self.log.first_offset();
             self.model.acked.retain(|&offset, _| offset >= first);
@@ -179,7 +196,10 @@ impl Run {
 
     /// Reopens the partition (after a graceful stop, or a power loss) and checks it.
     fn reopen(&mut self, clean: bool) {
-        let log = block_on(PartitionLog::open(&self.storage, Path::new(DIR), 0, self.settings, clean));
+        // As a shard at start: the spares an earlier run kept are removed.
+        let _ = block_on(self.spares.clear(&self.storage));
+        let spares = Some(self.spares.clone());
+        let log = block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares));
         self.log = log.unwrap_or_else(|e| self.fail(format!("reopen (clean {clean}): {e}")));
         // A graceful stop syncs everything; a power loss keeps what a persisted topic synced.
         let durable = clean || self.settings.enforce_fsync;
@@ -331,7 +351,9 @@ fn seeded_runs_lose_no_acknowledged_message_and_re_mint_no_offset() {
         crashes += c;
         acked += a;
     }
+    let reused = SPARE_COUNTERS.with(|counters| counters.taken.load(Relaxed));
     println!(
-        "partition simulation: {seeds} seeds from {start}, {steps} steps, {crashes} power losses, {acked} acknowledged messages verified after the last, zero violations"
+        "partition simulation: {seeds} seeds from {start}, {steps} steps, {crashes} power losses, {reused} segments written over spare logs, {acked} acknowledged messages verified after the last, zero violations"
     );
+    assert!(seeds < 100 || reused > 0, "the runs write segments over spare logs");
 }

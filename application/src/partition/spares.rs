@@ -44,6 +44,8 @@ pub struct SpareLogCounters {
 pub struct SpareLogs {
     dir: PathBuf,
     budget_bytes: u64,
+    /// Logs shorter than this are removed as before (`MIN_SPARE_BYTES`).
+    min_bytes: u64,
     /// Spares and their sizes, oldest first.
     files: RefCell<Vec<(PathBuf, u64)>>,
     next_name: Cell<u64>,
@@ -53,7 +55,19 @@ pub struct SpareLogs {
 impl SpareLogs {
     /// Spares under `dir`, at most `budget_bytes` of them (0 keeps none).
     pub fn new(dir: PathBuf, budget_bytes: u64, counters: Arc<SpareLogCounters>) -> Self {
-        Self { dir, budget_bytes, files: RefCell::default(), next_name: Cell::new(0), counters }
+        Self {
+            dir,
+            budget_bytes,
+            min_bytes: MIN_SPARE_BYTES,
+            files: RefCell::default(),
+            next_name: Cell::new(0),
+            counters,
+        }
+    }
+
+    /// The same, keeping logs from `min_bytes` on (the simulations' logs are small).
+    pub fn keeping_from(self, min_bytes: u64) -> Self {
+        Self { min_bytes, ..self }
     }
 
     pub fn held_bytes(&self) -> u64 {
@@ -82,7 +96,7 @@ impl SpareLogs {
     /// moved into the spares' directory. False when it was not kept; the caller removes it
     /// as before. A failure on the way leaves the file where it was.
     pub async fn keep<S: Storage>(&self, storage: &S, log: &Path, bytes: u64) -> bool {
-        if bytes < MIN_SPARE_BYTES || self.held_bytes() + bytes > self.budget_bytes {
+        if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes {
             return false;
         }
         let spare = self.dir.join(format!("{:020}.spare", self.next_name.get()));
