@@ -165,3 +165,25 @@ fn a_segment_deleted_from_a_partition_is_the_log_its_next_roll_writes_over() {
     let numbers: Vec<u64> = read.iter().map(|(_, payload)| payload[1..7].parse().unwrap()).collect();
     assert_eq!(numbers, (32..100).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_volume_short_of_free_space_holds_no_spares() {
+    let storage = SimStorage::new();
+    let spares = spares();
+    removed_partition(&storage, &spares, 40, 64 << 10);
+    // The budget is 1 GiB: 1 GiB over a 64 MiB floor is what the spares may take.
+    block_on(spares.fit_to_space(&storage, (1 << 30) + (64 << 20), 64 << 20));
+    assert_eq!(spares.count(), 1, "room enough: kept");
+    block_on(spares.fit_to_space(&storage, 1 << 30, 64 << 20));
+    assert_eq!(spares.count(), 0, "short: removed");
+    assert!(!storage.paths().iter().any(|p| p.starts_with("/spares")), "and their files with them");
+    let mut log = open(&storage, "/again", Some(spares.clone()), true);
+    for n in 0..40 {
+        block_on(log.append(&storage, batch_of_length(n, 64 << 10), 1 + n)).unwrap();
+    }
+    block_on(log.keep_as_spares(&storage));
+    assert_eq!(spares.count(), 0, "none kept while short");
+    block_on(spares.fit_to_space(&storage, 2 << 30, 64 << 20));
+    block_on(log.keep_as_spares(&storage));
+    assert_eq!(spares.count(), 1, "kept again once there is room");
+}

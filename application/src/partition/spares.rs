@@ -50,6 +50,8 @@ pub struct SpareLogs {
     files: RefCell<Vec<(PathBuf, u64)>>,
     next_name: Cell<u64>,
     counters: Arc<SpareLogCounters>,
+    /// Set while the data volume is short of free space: nothing is kept.
+    short_of_space: Cell<bool>,
 }
 
 impl SpareLogs {
@@ -62,6 +64,7 @@ impl SpareLogs {
             files: RefCell::default(),
             next_name: Cell::new(0),
             counters,
+            short_of_space: Cell::new(false),
         }
     }
 
@@ -76,6 +79,20 @@ impl SpareLogs {
 
     pub fn count(&self) -> usize {
         self.files.borrow().len()
+    }
+
+    /// Whether the volume has `available_bytes` free above its `floor_bytes` for spares:
+    /// the budget and more. Short of it, the spares held are removed and none are kept
+    /// until it has (a send is never refused for space a spare holds).
+    pub async fn fit_to_space<S: Storage>(&self, storage: &S, available_bytes: u64, floor_bytes: u64) {
+        let short = available_bytes < floor_bytes.saturating_add(self.budget_bytes);
+        self.short_of_space.set(short);
+        if short && self.count() > 0 {
+            tracing::warn!(available_bytes, floor_bytes, "short of free space: spare logs removed");
+            if let Err(error) = self.clear(storage).await {
+                tracing::warn!(%error, "cannot remove the spare logs");
+            }
+        }
     }
 
     /// Removes whatever an earlier run left in the directory.
@@ -96,7 +113,7 @@ impl SpareLogs {
     /// moved into the spares' directory. False when it was not kept; the caller removes it
     /// as before. A failure on the way leaves the file where it was.
     pub async fn keep<S: Storage>(&self, storage: &S, log: &Path, bytes: u64) -> bool {
-        if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes {
+        if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes || self.short_of_space.get() {
             return false;
         }
         let spare = self.dir.join(format!("{:020}.spare", self.next_name.get()));

@@ -282,6 +282,7 @@ impl<E: Env> Shard<E> {
     pub async fn retry_failed_writes(&self) {
         self.open_unopened().await;
         self.record_purges().await;
+        self.fit_spares_to_space().await;
         for (namespace, partition) in self.owned_partitions() {
             if !partition.stats.read_only() {
                 continue;

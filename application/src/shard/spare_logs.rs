@@ -1,6 +1,8 @@
 //! A shard's spare logs (`partition::spares`): cleared at start, filled from the logs of
 //! the partitions it removes, drawn on by its partitions' new direct segments.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::{Partition, SPARE_LOGS_DIR, Shard};
 use crate::ports::{Env, Storage};
 
@@ -31,6 +33,18 @@ impl<E: Env> Shard<E> {
         if partition.incarnation.get() <= deleted_at {
             log.keep_as_spares(&self.storage).await;
         }
+    }
+
+    /// Removes the spares, and keeps none, while the data volume is short of free space
+    /// (shard 0's last reading, less what was appended since).
+    pub(super) async fn fit_spares_to_space(&self) {
+        let data = &self.shared.telemetry.data;
+        // Nothing read yet (a shard starting before shard 0's first reading).
+        if data.disk_total.load(Relaxed) == 0 {
+            return;
+        }
+        let (available, floor) = (data.disk_available.load(Relaxed), data.disk_floor.load(Relaxed));
+        self.spares.fit_to_space(&self.storage, available, floor).await;
     }
 
     /// The shard's spares for a partition it opens: none when the budget is 0.
