@@ -1,7 +1,8 @@
 //! Seeded simulation of a partition's write path on simulated storage: appends, flushes,
 //! consumer-offset stores, segment rolls, retention, polls, graceful restarts, power loss
 //! (unsynced bytes lost, a torn tail kept), purges and failing storage calls, with the
-//! segments retention deletes kept as spare logs that later rolls write over, in one thread and
+//! segments retention deletes kept as spare logs that later rolls write over (taken up
+//! again after each restart), in one thread and
 //! replayable from its seed. Checks after every restart: every message acknowledged on a
 //! persisted topic is present, byte-exact, at its offset; an offset once acknowledged never
 //! holds anything else; nothing appears that was never sent; a stored (fsynced) consumer
@@ -63,6 +64,11 @@ thread_local! {
 }
 const CONSUMER: ConsumerKey = ConsumerKey::Consumer(1);
 
+/// A shard's spare logs as at start: 64 KiB of them, the simulation's small logs kept.
+fn new_spares() -> Rc<SpareLogs> {
+    Rc::new(SpareLogs::new("/spares".into(), 64 << 10, SPARE_COUNTERS.with(Arc::clone)).keeping_from(1))
+}
+
 impl Run {
     fn new(seed: u64) -> Self {
         let mut rng = Rng::seeded(seed);
@@ -77,8 +83,7 @@ impl Run {
             direct_log: rng.chance(75),
         };
         let storage = SimStorage::new();
-        let spares =
-            Rc::new(SpareLogs::new("/spares".into(), 64 << 10, SPARE_COUNTERS.with(Arc::clone)).keeping_from(1));
+        let spares = new_spares();
         let log = block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone())))
             .expect("a new partition");
         let purges = Rng::seeded(seed ^ 0x9e7);
@@ -196,8 +201,11 @@ impl Run {
 
     /// Reopens the partition (after a graceful stop, or a power loss) and checks it.
     fn reopen(&mut self, clean: bool) {
-        // As a shard at start: the spares an earlier run kept are removed.
-        let _ = block_on(self.spares.clear(&self.storage));
+        // As a shard at start: the spares the run before kept are taken up again.
+        self.spares = new_spares();
+        if let Err(error) = block_on(self.spares.recover(&self.storage)) {
+            self.fail(format!("spares not taken up: {error}"));
+        }
         let spares = Some(self.spares.clone());
         let log = block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares));
         self.log = log.unwrap_or_else(|e| self.fail(format!("reopen (clean {clean}): {e}")));

@@ -187,3 +187,38 @@ fn a_volume_short_of_free_space_holds_no_spares() {
     block_on(log.keep_as_spares(&storage));
     assert_eq!(spares.count(), 1, "kept again once there is room");
 }
+
+#[test]
+fn a_restart_takes_up_the_spares_left_and_removes_what_is_not_one() {
+    let storage = SimStorage::new();
+    let spares = spares();
+    removed_partition(&storage, &spares, 40, 64 << 10);
+    let stray = Path::new("/spares/notes.txt");
+    block_on(storage.open(stray)).unwrap();
+    // The next start: a new shard's spares, the same directory.
+    let restarted = Rc::new(SpareLogs::new("/spares".into(), 1 << 30, Default::default()));
+    block_on(restarted.recover(&storage)).unwrap();
+    assert_eq!((restarted.count(), restarted.held_bytes()), (1, 40 * (64 << 10)));
+    assert!(!storage.paths().iter().any(|p| p == stray), "not a spare: removed");
+    let mut new = open(&storage, "/new", Some(restarted.clone()), true);
+    assert_eq!(restarted.count(), 0, "taken");
+    for n in 0..3 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 64 << 10), 500 + n)).unwrap();
+    }
+    drop(new);
+    storage.crash(0);
+    assert_eq!(numbers(&open(&storage, "/new", None, false)), vec![100, 101, 102]);
+    // A smaller budget keeps none of them.
+    let mut again = open(&storage, "/again", None, true);
+    for n in 0..40 {
+        block_on(again.append(&storage, batch_of_length(n, 64 << 10), 1 + n)).unwrap();
+    }
+    let kept = Rc::new(SpareLogs::new("/spares".into(), 1 << 30, Default::default()));
+    drop(again);
+    let again = open(&storage, "/again", Some(kept.clone()), true);
+    block_on(again.keep_as_spares(&storage));
+    let small = SpareLogs::new("/spares".into(), 1 << 20, Default::default());
+    block_on(small.recover(&storage)).unwrap();
+    assert_eq!(small.count(), 0, "over the budget: removed");
+    assert!(!storage.paths().iter().any(|p| p.starts_with("/spares")));
+}

@@ -10,8 +10,7 @@
 //! append to a reused file leaves a zeroed batch header after it on disk
 //! (`REUSE_GUARD_BYTES`), so recovery after a crash, which stops at the first bytes past the
 //! index that are not the next batch, stops there. A clean stop or a seal cuts the file to
-//! its last batch. Spares live in their own directory per shard and are not carried across
-//! a restart.
+//! its last batch. Spares live in their own directory per shard, taken up again at start.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -95,7 +94,30 @@ impl SpareLogs {
         }
     }
 
-    /// Removes whatever an earlier run left in the directory.
+    /// Takes up the spares an earlier run left (at start, before any is kept): each was
+    /// zeroed at its start and synced before it moved in, so it is as safe to write over as
+    /// when it was kept. What does not fit the budget, or is not a spare, is removed.
+    pub async fn recover<S: Storage>(&self, storage: &S) -> io::Result<()> {
+        for name in storage.list_dir(&self.dir).await? {
+            let path = self.dir.join(&name);
+            let number = name.strip_suffix(".spare").and_then(|stem| stem.parse::<u64>().ok());
+            let bytes = match number {
+                Some(_) => storage.open(&path).await?.len().await?,
+                None => 0,
+            };
+            if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes {
+                storage.remove_file(&path).await?;
+                continue;
+            }
+            self.next_name.set(self.next_name.get().max(number.unwrap_or(0) + 1));
+            self.files.borrow_mut().push((path, bytes));
+            self.counters.files.fetch_add(1, Relaxed);
+            self.counters.bytes.fetch_add(bytes, Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Removes every spare, and the directory.
     pub async fn clear<S: Storage>(&self, storage: &S) -> io::Result<()> {
         for (_, bytes) in self.files.borrow_mut().drain(..) {
             self.forget(bytes);

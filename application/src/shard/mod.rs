@@ -426,7 +426,7 @@ impl<E: Env> Shard<E> {
     /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
     /// others serve meanwhile.
     pub async fn open_owned_partitions(&self) {
-        self.clear_spares().await;
+        self.recover_spares().await;
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
             for stream in metadata.streams() {

@@ -1,5 +1,5 @@
-//! A shard's spare logs (`partition::spares`): cleared at start, filled from the logs of
-//! the partitions it removes, drawn on by its partitions' new direct segments.
+//! A shard's spare logs (`partition::spares`): taken up at start, filled from the logs of
+//! the partitions and segments it removes, drawn on by its partitions' new direct segments.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -7,11 +7,16 @@ use super::{Partition, SPARE_LOGS_DIR, Shard};
 use crate::ports::{Env, Storage};
 
 impl<E: Env> Shard<E> {
-    /// Removes the spares an earlier run left: this shard's, and shard 0 also those of
-    /// shards the server no longer runs.
-    pub(super) async fn clear_spares(&self) {
-        if let Err(error) = self.spares.clear(&self.storage).await {
-            tracing::warn!(%error, "cannot remove the spare logs an earlier run left");
+    /// Takes up the spares an earlier run left (none with a budget of 0); shard 0 also
+    /// removes those of shards the server no longer runs.
+    pub(super) async fn recover_spares(&self) {
+        let recovered = match self.shared.config.data.spare_logs_bytes {
+            0 => self.spares.clear(&self.storage).await,
+            _ => self.spares.recover(&self.storage).await,
+        };
+        if let Err(error) = recovered {
+            tracing::warn!(%error, "cannot take up the spare logs an earlier run left; removing them");
+            let _ = self.spares.clear(&self.storage).await;
         }
         if self.shard_id != 0 {
             return;

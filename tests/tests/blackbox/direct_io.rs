@@ -2,8 +2,9 @@
 //! bypass the page cache (read off with util-linux `fincore`, where the data directory is
 //! not a tmpfs, whose pages are all cache), sealed segments and a gracefully stopped
 //! server's logs end exactly at their last batch, every acknowledged message survives a
-//! kill -9 byte-exact with later sends landing after it, and "off" writes through the
-//! page cache again.
+//! kill -9 byte-exact with later sends landing after it, "off" writes through the page
+//! cache again, and a deleted topic's log is kept as a spare that the next topic's log is
+//! written over (a kill -9 then reads none of the old bytes; a restart keeps the spare).
 
 use std::path::{Path, PathBuf};
 
@@ -240,5 +241,20 @@ async fn a_recreated_persisted_topic_writes_over_the_deleted_ones_log_and_a_kill
     assert_stored(&client, new, sent).await?;
     let more = send(&client, new, sent, 20).await?;
     assert_stored(&client, new, more).await?;
+
+    // A spare outlives a restart: the next topic's log is still written over it.
+    send(&client, new, more, 150).await?;
+    let kept_inode = std::fs::metadata(logs_of(&data, new).pop().expect("a log"))?.ino();
+    client.delete_topic(&id(0), &id(new)).await?;
+    drop(client);
+    server.stop_graceful()?;
+    server.restart()?;
+    assert_eq!(metric("rill_spare_logs")?, Some(1), "taken up again at start");
+    let client = connect_root(&server.tcp_address()).await?;
+    client.create_topic(&id(0), "after", &big).await?;
+    let after = topic_id(&client, "after").await?;
+    let sent = send(&client, after, 0, 10).await?;
+    assert_eq!(std::fs::metadata(logs_of(&data, after).pop().expect("a log"))?.ino(), kept_inode);
+    assert_stored(&client, after, sent).await?;
     Ok(())
 }
