@@ -145,19 +145,16 @@ impl StorageFile for UringFile {
 }
 
 impl UringStorage {
-    /// Opens a log for direct appends from `reused_from` (a reused file: its old bytes stay
-    /// past it, guarded) or from its end.
-    async fn open_direct_from(&self, path: &Path, reused_from: Option<u64>) -> io::Result<UringFile> {
+    /// Opens a log for direct appends from its end, or, `reused`, from its start over the
+    /// old bytes, which each append guards.
+    async fn open_direct_from(&self, path: &Path, reused: bool) -> io::Result<UringFile> {
         let mut file = self.open(path).await?;
         let o_direct = nix::fcntl::OFlag::O_DIRECT.bits();
         match OpenOptions::new().write(true).custom_flags(o_direct).open(path).await {
             Ok(direct) => {
-                let len = match reused_from {
-                    Some(len) => len,
-                    None => file.file.metadata().await?.len(),
-                };
+                let len = if reused { 0 } else { file.file.metadata().await?.len() };
                 let log = direct::DirectLog::new(direct, len, self.pool, self.recent.clone());
-                file.direct = Some(if reused_from.is_some() { log.guarded() } else { log });
+                file.direct = Some(if reused { log.guarded() } else { log });
             }
             // A filesystem without O_DIRECT: the file is an ordinary one.
             Err(error) if error.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {}
@@ -203,12 +200,12 @@ impl Storage for UringStorage {
     }
 
     async fn open_direct(&self, path: &Path) -> io::Result<UringFile> {
-        self.open_direct_from(path, None).await
+        self.open_direct_from(path, false).await
     }
 
     async fn reuse_direct(&self, spare: &Path, path: &Path) -> io::Result<UringFile> {
         self.rename(spare, path).await?;
-        let file = self.open_direct_from(path, Some(0)).await?;
+        let file = self.open_direct_from(path, true).await?;
         if file.direct.is_none() {
             // No O_DIRECT here: an ordinary file, emptied, as the port's default gives.
             file.file.set_len(0).await?;

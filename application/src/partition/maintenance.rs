@@ -112,7 +112,7 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
             let segment = self.segments.remove(0);
-            if self.spares.is_some() && self.settings.direct_log && !segment.log_shared() {
+            if self.may_keep_as_spare(&segment) {
                 detached.spare_logs.push((renamed[1].1.clone(), segment.size_bytes));
             }
             detached.paths.extend(renamed.map(|(_, deleted)| deleted));

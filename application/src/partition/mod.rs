@@ -629,10 +629,16 @@ impl<S: Storage> PartitionLog<S> {
     /// would take fresh pages instead of the ones its removal frees (on a VM whose host
     /// backs memory lazily, the cost docs/direct-io.md measures).
     pub async fn keep_as_spares(&self, storage: &S) {
-        let Some(spares) = self.spares.as_ref().filter(|_| self.settings.direct_log) else { return };
-        for segment in self.segments.iter().rev().filter(|s| !s.log_shared()) {
+        let Some(spares) = &self.spares else { return };
+        for segment in self.segments.iter().rev().filter(|s| self.may_keep_as_spare(s)) {
             spares.keep(storage, segment.log_path(), segment.size_bytes).await;
         }
+    }
+
+    /// Whether a segment leaving the partition may leave its log as a spare: the shard keeps
+    /// spares, the log is direct, and no poll reads it (none can once it is gone).
+    fn may_keep_as_spare(&self, segment: &Segment<S::File>) -> bool {
+        self.spares.is_some() && self.settings.direct_log && !segment.log_shared()
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.

@@ -7,14 +7,10 @@ use super::{Partition, SPARE_LOGS_DIR, Shard};
 use crate::ports::{Env, Storage};
 
 impl<E: Env> Shard<E> {
-    /// Takes up the spares an earlier run left (none with a budget of 0); shard 0 also
-    /// removes those of shards the server no longer runs.
+    /// Takes up the spares an earlier run left, within the budget (none when it is 0);
+    /// shard 0 also removes those of shards the server no longer runs.
     pub(super) async fn recover_spares(&self) {
-        let recovered = match self.shared.config.data.spare_logs_bytes {
-            0 => self.spares.clear(&self.storage).await,
-            _ => self.spares.recover(&self.storage).await,
-        };
-        if let Err(error) = recovered {
+        if let Err(error) = self.spares.recover(&self.storage).await {
             tracing::warn!(%error, "cannot take up the spare logs an earlier run left; removing them");
             let _ = self.spares.clear(&self.storage).await;
         }
