@@ -305,8 +305,8 @@ pub struct GroupGauges {
     pub primary: AtomicU32,
     pub normal: AtomicBool,
     pub commit: AtomicU64,
-    /// Whether the group refuses every send here until a restart (its journal could not be
-    /// written, or a partition holds messages it has no record of).
+    /// Whether the group refuses every send here: its journal could not be written (until it
+    /// opens again), or a partition holds messages it has no record of (until a restart).
     pub halted: AtomicBool,
     /// This node's copies that lack batches the group committed, or that a purge or
     /// recreation has not emptied yet: they serve less than their peers until caught up.

@@ -594,3 +594,73 @@ fn a_purge_record_a_failing_disk_kept_out_is_written_once_the_disk_works() {
     cluster.pass(2);
     assert_eq!(gauges(&cluster, 2).1, 0, "node 2 caught up");
 }
+
+fn group_dir(storage: &SimStorage) -> Option<std::path::PathBuf> {
+    let journal = storage.paths().into_iter().find(|path| path.ends_with("groups/0/journal.wal"));
+    journal.and_then(|path| path.parent().map(std::path::Path::to_path_buf))
+}
+
+/// Sends one message per partition through `node`, each named `<label> <partition>`; the
+/// status of each.
+fn send_round_through(cluster: &mut Cluster, node: u8, stream: u32, label: &str) -> Vec<Result<(), u32>> {
+    (0..PARTITIONS)
+        .map(|partition| {
+            let body = send_body(stream, partition, &[format!("{label} {partition}").as_bytes()]).0;
+            cluster.call(node, operation::SEND_MESSAGES, 0, &body).map(drop)
+        })
+        .collect()
+}
+
+/// `failing`'s group journal cannot be written (a full disk): its replica halts and its
+/// node refuses sends through it while the other two go on (after a view change, when it
+/// was the primary). Once the disk works the group opens again from its files without a
+/// restart, recovers from its peers, catches up and takes sends again.
+fn a_group_whose_journal_failed_opens_again_once_its_disk_works(failing: u8) {
+    let mut cluster = Cluster::new(1);
+    let (stream, _) = cluster.topic_everywhere("journal", None);
+    cluster.send_round(stream, "first");
+    let storage = cluster.nodes[failing as usize].storage.clone();
+    storage.fail_under(&group_dir(&storage).expect("group 0's journal"), std::io::ErrorKind::StorageFull);
+    let other = (failing + 1) % NODES;
+    let halted = |cluster: &Cluster| {
+        let gauges = &cluster.nodes[failing as usize].shards[0].shared.telemetry.groups[0];
+        gauges.halted.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // The first send through the failing node may be the one its journal refuses.
+    let _ = send_round_through(&mut cluster, failing, stream, "maybe");
+    cluster.pass(2);
+    assert!(storage.failed_calls() > 0 && halted(&cluster), "the journal write failed and the group halted");
+    assert_eq!(send_round_through(&mut cluster, failing, stream, "refused"), [Err(13000), Err(13000)]);
+    for _ in 0..40 {
+        if send_round_through(&mut cluster, other, stream, "second").iter().all(Result::is_ok) {
+            break;
+        }
+        cluster.pass(10);
+    }
+    cluster.pass(8 * 1000 / TICK_MS);
+    assert!(halted(&cluster), "still halted while the disk fails");
+
+    storage.heal();
+    cluster.pass(6 * 1000 / TICK_MS);
+    assert!(!halted(&cluster), "the group opened again");
+    assert_eq!(send_round_through(&mut cluster, failing, stream, "third"), [Ok(()), Ok(())]);
+    let served = cluster.served(other, stream);
+    for (partition, held) in served.iter().enumerate() {
+        let labels: Vec<&str> = held.iter().map(|(_, payload)| payload.rsplit_once(' ').unwrap().0).collect();
+        let without_maybe: Vec<&str> = labels.iter().copied().filter(|label| *label != "maybe").collect();
+        assert_eq!(without_maybe, ["first", "second", "third"], "partition {partition}: {labels:?}");
+    }
+    for node in 0..NODES {
+        catches_up(&mut cluster, node, stream, &served, "after the journal opened again");
+    }
+}
+
+#[test]
+fn a_backup_whose_journal_failed_opens_again_once_its_disk_works() {
+    a_group_whose_journal_failed_opens_again_once_its_disk_works(1);
+}
+
+#[test]
+fn a_primary_whose_journal_failed_opens_again_once_its_disk_works() {
+    a_group_whose_journal_failed_opens_again_once_its_disk_works(0);
+}

@@ -375,7 +375,7 @@ fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats)
         ("commit", "The group's commit number on this node.", |g| g.commit.load(Relaxed)),
         (
             "halted",
-            "1 once the group refuses every send here until a restart (a journal write failed, or a partition holds messages it has no record of).",
+            "1 while the group refuses every send here (a journal write failed: until it opens again; or a partition holds messages it has no record of: until a restart).",
             |g| u64::from(g.halted.load(Relaxed)),
         ),
         (

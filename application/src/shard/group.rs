@@ -24,6 +24,7 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
+use super::group_reopen::{Halt, rand_high};
 use super::group_transfer::{CHECK_TICKS, Gaps, PeerBatches, Repairs};
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
@@ -79,7 +80,7 @@ enum Applying {
 }
 
 /// A committed op waiting for its partition, with what it asks of it.
-struct Blocked {
+pub(super) struct Blocked {
     entry: Entry,
     applying: Applying,
     since_tick: u64,
@@ -89,7 +90,7 @@ struct Blocked {
 pub struct PartitionGroup<E: Env> {
     pub(super) replication: Replication<E::Storage, GroupMachine>,
     pub(super) network: Box<dyn ReplicaNetwork>,
-    pump: async_lock::Mutex<()>,
+    pub(super) pump: async_lock::Mutex<()>,
     /// Client ids: random high bits, this node's replica id, then the lane.
     lanes: RefCell<Vec<u128>>,
     lane_free: async_lock::Semaphore,
@@ -98,7 +99,7 @@ pub struct PartitionGroup<E: Env> {
     pub(super) ticks: Cell<u64>,
     /// Committed sends whose partition is not open here yet, oldest first: later commits
     /// wait behind them, so each partition's batches are written in commit order.
-    blocked: RefCell<VecDeque<Blocked>>,
+    pub(super) blocked: RefCell<VecDeque<Blocked>>,
     /// Partitions written since the last checkpoint.
     pub(super) dirty: RefCell<BTreeSet<Namespace>>,
     /// Partitions whose logs lack batches the group committed, being fetched from peers.
@@ -108,9 +109,11 @@ pub struct PartitionGroup<E: Env> {
     pub(super) unsynced_offsets: RefCell<BTreeSet<Namespace>>,
     /// Damaged stored batches whose intact copies are asked of peers.
     pub(super) repairs: RefCell<Repairs>,
-    /// A journal write failed, or a partition holds messages the group has no record of:
-    /// the replica is not driven again until a restart.
-    pub(super) halted: Cell<bool>,
+    /// Why the replica is not driven (`group_reopen`): a journal write failed (it opens
+    /// again once the disk works), or a partition holds messages the group has no record of.
+    pub(super) halted: Cell<Option<Halt>>,
+    /// The seed of the replica's last opening; a reopening derives a new one from it.
+    pub(super) seed: Cell<u64>,
 }
 
 /// Which node a lane's client id belongs to.
@@ -285,7 +288,8 @@ impl<E: Env> Shard<E> {
             unsynced_offsets: RefCell::default(),
             gaps: RefCell::new(Gaps::new()),
             repairs: RefCell::new(Repairs::new()),
-            halted: Cell::new(false),
+            halted: Cell::new(None),
+            seed: Cell::new(seed),
         };
         if self.group.set(group).is_err() {
             return Ok(());
@@ -306,7 +310,7 @@ impl<E: Env> Shard<E> {
         call: impl FnOnce(&mut Replica<GroupMachine>, &mut Vec<Effect>),
     ) {
         let _pump = group.pump.lock().await;
-        if group.halted.get() {
+        if group.halted.get().is_some() {
             group.fail_waiters(ErrorCode::IoError, |_| false);
             return;
         }
@@ -315,7 +319,7 @@ impl<E: Env> Shard<E> {
         self.carry_out_group(group, effects).await;
     }
 
-    async fn carry_out_group(&self, group: &PartitionGroup<E>, effects: Vec<Effect>) {
+    pub(super) async fn carry_out_group(&self, group: &PartitionGroup<E>, effects: Vec<Effect>) {
         let mut queue: VecDeque<Effect> = effects.into();
         group.send_prepares_first(&mut queue);
         let mut installed_at = 0;
@@ -375,8 +379,8 @@ impl<E: Env> Shard<E> {
                 }
             };
             if let Err(error) = written {
-                tracing::error!(%error, group = self.shard_id, "cannot write the partition group's journal: its sends are refused until a restart");
-                group.halted.set(true);
+                tracing::error!(%error, group = self.shard_id, "cannot write the partition group's journal: its sends are refused until it opens again");
+                group.halted.set(Some(Halt::Journal));
                 group.fail_waiters(ErrorCode::IoError, |_| false);
                 return;
             }
@@ -639,6 +643,7 @@ impl<E: Env> Shard<E> {
         let Some(group) = self.group() else { return };
         let tick = group.ticks.get() + 1;
         group.ticks.set(tick);
+        self.reopen_halted_group(group).await;
         {
             let _pump = group.pump.lock().await;
             self.retry_blocked(group).await;
@@ -756,7 +761,7 @@ impl<E: Env> Shard<E> {
         operation: u8,
         body: Vec<u8>,
     ) -> Result<Option<u64>, ErrorCode> {
-        if group.halted.get() {
+        if group.halted.get().is_some() {
             return Err(ErrorCode::IoError);
         }
         let permit = group.lane_free.acquire().await;
@@ -787,11 +792,6 @@ impl<E: Env> Shard<E> {
         let replica = self.group()?.replication.replica.borrow();
         Some((replica.view(), replica.primary_index(replica.view()), replica.status() == Status::Normal))
     }
-}
-
-/// The random high bits of this process's lane ids, from its seed.
-fn rand_high(seed: u64) -> u128 {
-    u128::from(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1) << 32 | u128::from(seed >> 32)
 }
 
 /// A field for `Shard`: set once the group is open.

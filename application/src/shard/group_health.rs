@@ -24,7 +24,7 @@ impl<E: Env> Shard<E> {
                 .count()
         };
         gauges.lagging_copies.store(lagging as u32, Relaxed);
-        gauges.halted.store(group.halted.get(), Relaxed);
+        gauges.halted.store(group.halted.get().is_some(), Relaxed);
         let replica = group.replication.replica.borrow();
         gauges.view.store(replica.view(), Relaxed);
         gauges.primary.store(u32::from(replica.primary_index(replica.view())), Relaxed);

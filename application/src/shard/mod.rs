@@ -9,6 +9,7 @@ mod flusher;
 mod group;
 mod group_health;
 mod group_incarnation;
+mod group_reopen;
 mod group_transfer;
 mod groups;
 mod maintenance;

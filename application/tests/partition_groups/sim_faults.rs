@@ -69,16 +69,22 @@ impl Sim {
         self.isolated = None;
     }
 
-    /// Now and then, while every node is up and reachable, one node's disk starts failing
-    /// every mutating call under one partition's directory, as an I/O error or (on odd steps,
-    /// which draws nothing more) as a full disk; at least 20 steps later it heals.
+    /// Now and then, while every node is up, reachable and driving its group, one node's disk
+    /// starts failing every mutating call under one partition's directory or (on two steps
+    /// in eight) under its group's journal, as an I/O error or (on odd steps) as a full disk
+    /// (the step draws nothing more); at least 20 steps later it heals.
     pub(super) fn disk_faults(&mut self) {
+        let halted = self.halted_node();
         let Some(rng) = self.disk.as_mut() else { return };
         match self.faulty {
-            None if self.down.is_none() && self.isolated.is_none() && rng.chance(2) => {
+            None if self.down.is_none() && self.isolated.is_none() && halted.is_none() && rng.chance(2) => {
                 let (node, partition) = (rng.below(u64::from(NODES)) as u8, rng.below(u64::from(PARTITIONS)) as u32);
                 let storage = &self.cluster.nodes[node as usize].storage;
-                let Some(dir) = partition_dir(storage, partition) else { return };
+                let dir = match self.step % 8 < 2 {
+                    true => group_dir(storage),
+                    false => partition_dir(storage, partition),
+                };
+                let Some(dir) = dir else { return };
                 let kind = if self.step % 2 == 1 { std::io::ErrorKind::StorageFull } else { std::io::ErrorKind::Other };
                 self.trace(|| format!("disk of node {node} fails ({kind:?}) under {}", dir.display()));
                 storage.fail_under(&dir, kind);
@@ -87,6 +93,14 @@ impl Sim {
             Some((_, since)) if self.step - since >= 20 && rng.chance(10) => self.heal_disk(),
             _ => {}
         }
+    }
+
+    /// A node with a group halted (its journal failed) that has not opened again yet.
+    pub(super) fn halted_node(&self) -> Option<u8> {
+        let halted = |shard: &Rc<Shard<SimEnv>>| {
+            shard.shared.telemetry.groups.iter().any(|group| group.halted.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        (0..NODES).find(|&node| self.cluster.nodes[node as usize].shards.iter().any(halted))
     }
 
     pub(super) fn heal_disk(&mut self) {

@@ -244,16 +244,21 @@ impl<S: StateMachine> Replica<S> {
     /// Snapshots the applied state and trims the log, keeping one interval of history so that
     /// peers a little behind can still repair instead of needing a state transfer.
     fn take_checkpoint(&mut self, effects: &mut Vec<Effect>) {
+        let checkpoint = self.applied_checkpoint();
+        self.log.trim(self.commit_min.saturating_sub(self.options.checkpoint_interval));
+        self.checkpoint = Some(checkpoint.clone());
+        effects.push(Effect::Checkpoint { checkpoint, installed: false });
+    }
+
+    /// The applied state as a checkpoint at `commit_min`.
+    pub(super) fn applied_checkpoint(&self) -> Checkpoint {
         let state = self.client_table.encode_state(&self.state_machine.snapshot());
-        let checkpoint = Checkpoint {
+        Checkpoint {
             op: self.commit_min,
             checksum: self.commit_min_checksum,
             timestamp: self.commit_min_timestamp,
             state,
-        };
-        self.log.trim(self.commit_min.saturating_sub(self.options.checkpoint_interval));
-        self.checkpoint = Some(checkpoint.clone());
-        effects.push(Effect::Checkpoint { checkpoint, installed: false });
+        }
     }
 
     pub(super) fn on_heartbeat_timeout(&mut self, effects: &mut Vec<Effect>) {

@@ -89,7 +89,13 @@ impl<S: StateMachine> Replica<S> {
         } else {
             match &self.checkpoint {
                 Some(checkpoint) if checkpoint.op > commit => (Some(checkpoint.clone()), checkpoint.op),
-                _ => return,
+                // Our run starts above the asker's commit, and our checkpoint is not above it:
+                // a restart that replayed a long journal applied the ops between and left
+                // them out of its run (`reopen_log`). With every peer so, the asker could
+                // never fill its hole (seed 1171 of the partition-group disk-fault runs: a
+                // new primary stuck below its commit). The applied state is committed too,
+                // and goes as the checkpoint.
+                _ => (Some(self.applied_checkpoint()), self.commit_min),
             }
         };
         let count = (self.commit_min - base).min(STATE_BATCH as u64) as usize;
