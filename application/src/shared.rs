@@ -288,7 +288,7 @@ pub struct Telemetry {
     /// Where each binary request's trace goes when OpenTelemetry is on (set once at start;
     /// unset, requests are not traced and nothing is spent on it).
     pub request_traces: std::sync::OnceLock<std::sync::mpsc::SyncSender<RequestTrace>>,
-    /// Whether the metadata journal stopped taking writes (a disk error), until a restart.
+    /// Whether the metadata journal stopped taking writes (a disk error), until it opens again.
     pub metadata_halted: AtomicBool,
     /// Each shard's partition group, as that shard last published it (empty without
     /// `replicate_partitions`).

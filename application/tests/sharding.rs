@@ -10,6 +10,7 @@ use rill_adapter_sim::SimStorage;
 use rill_application::memory_pool::{PoolBuf, PoolSlice};
 use rill_domain::Namespace;
 use rill_domain::wire::codes::operation;
+use std::sync::atomic::Ordering::Relaxed;
 
 #[test]
 fn metadata_from_a_peer_shard_is_committed_by_shard_zero() {
@@ -66,22 +67,48 @@ fn a_crash_keeps_acknowledged_durable_messages_on_every_shard() {
     }
 }
 
+/// A failed metadata journal write halts metadata changes (data traffic goes on); the
+/// every-second retry opens the journal again once the disk works, and what was committed
+/// before and after survives a crash.
 #[test]
-fn a_failed_journal_write_stops_metadata_changes_and_data_goes_on() {
+fn a_failed_journal_write_stops_metadata_changes_until_the_disk_works_and_data_goes_on() {
     let storage = SimStorage::new();
     let (shards, _) = start(&storage);
     let mut client = Client::login(&shards[1]);
     create_stream_and_topic(&mut client, "orders", 2);
     send(&mut client, 0, 0, &[b"before"]).expect("send");
-    // The next write call of the metadata journal fails, once.
-    storage.fail_calls(storage.mutating_calls()..storage.mutating_calls() + 1, std::io::ErrorKind::Other);
-    let body = [6, b'd', b'e', b'n', b'i', b'e', b'd'];
-    assert_eq!(client.call(operation::CREATE_STREAM, 0, &body), Err(13000), "IoError, and no exit");
-    storage.heal();
-    assert_eq!(client.call(operation::CREATE_STREAM, 0, &body), Err(13000), "halted until a restart");
+    // Every write of the metadata journal fails, until the disk heals.
+    storage.fail_under(
+        &storage.paths().into_iter().find(|p| p.ends_with("metadata/journal.wal")).unwrap(),
+        std::io::ErrorKind::StorageFull,
+    );
+    let denied = [6, b'd', b'e', b'n', b'i', b'e', b'd'];
+    assert_eq!(client.call(operation::CREATE_STREAM, 0, &denied), Err(13000), "IoError, and no exit");
+    let halted = |shards: &[std::rc::Rc<rill_application::Shard<SimEnv>>]| {
+        shards[0].shared.telemetry.metadata_halted.load(Relaxed)
+    };
+    assert!(halted(&shards));
+    block_on(shards[0].retry_failed_writes());
+    assert_eq!(client.call(operation::CREATE_STREAM, 0, &denied), Err(13000), "halted while the disk fails");
     send(&mut client, 0, 1, &[b"after"]).expect("data traffic goes on");
     assert_eq!(poll(&mut client, 0, 0).0, 1);
     assert_eq!(poll(&mut client, 0, 1).0, 1);
+
+    storage.heal();
+    block_on(shards[0].retry_failed_writes());
+    assert!(!halted(&shards), "the journal opened again");
+    let taken = [5, b't', b'a', b'k', b'e', b'n'];
+    client.call(operation::CREATE_STREAM, 0, &taken).expect("metadata changes are taken again");
+    client.call(operation::CREATE_STREAM, 0, &denied).expect("the refused one too");
+    block_on(shards[0].flush_all()).expect("flush all shards");
+    drop(client);
+    drop(shards);
+    storage.crash(0);
+    let (shards, _) = start(&storage);
+    let names = shards[0].metadata_view(|m| m.streams().map(|s| s.name.clone()).collect::<Vec<_>>());
+    assert_eq!(names, ["orders", "taken", "denied"], "committed before and after the failure, once each");
+    let mut client = Client::login(&shards[1]);
+    assert_eq!(poll(&mut client, 0, 1).0, 1, "the data sent while halted");
 }
 
 #[test]

@@ -357,7 +357,7 @@ fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats)
         ("metadata_commit", "The metadata replica's commit number.", stats.metadata_commit),
         (
             "metadata_halted",
-            "1 once the metadata journal could not be written: metadata changes are refused until a restart.",
+            "1 while the metadata journal cannot be written: metadata changes are refused until it opens again.",
             u64::from(halted),
         ),
     ];

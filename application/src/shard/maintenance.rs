@@ -277,9 +277,11 @@ impl<E: Env> Shard<E> {
 
     /// Retries the pending writes of partitions whose last write failed, so what they
     /// acknowledged reaches disk, and they take sends again, once the disk has room.
-    /// Partitions that could not be opened are opened again first, and purge records that
-    /// could not be written are written.
+    /// A metadata journal that could not be written is opened again first (shard 0),
+    /// partitions that could not be opened are opened again, and purge records that could
+    /// not be written are written.
     pub async fn retry_failed_writes(&self) {
+        self.reopen_halted_metadata().await;
         self.open_unopened().await;
         self.record_purges().await;
         self.fit_spares_to_space().await;

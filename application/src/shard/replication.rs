@@ -47,7 +47,7 @@ pub struct MetadataWriter<E: Env> {
     next_request: Cell<u64>,
     ticks: Cell<u64>,
     /// A journal write failed: the replica is no longer driven, and every metadata request
-    /// is refused until the server restarts (data traffic goes on).
+    /// is refused until it opens again (`reopen_halted_metadata`; data traffic goes on).
     halted: Cell<bool>,
 }
 
@@ -145,7 +145,7 @@ impl<E: Env> Shard<E> {
             // The replica waits for a write that will not complete: it is not driven again,
             // so nothing it journaled is contradicted. What committed before the failure was
             // published above; data traffic goes on.
-            tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until a restart");
+            tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until it opens again");
             writer.halted.set(true);
             self.shared.telemetry.metadata_halted.store(true, std::sync::atomic::Ordering::Relaxed);
             writer.fail_waiters(ErrorCode::IoError, |_| false);
@@ -282,6 +282,43 @@ impl<E: Env> Shard<E> {
         let now = self.now_us();
         self.drive(|replica, effects| replica.tick(now, effects)).await;
         writer.fail_waiters(ErrorCode::TransientNotCommitted, |w| tick - w.since_tick < COMMIT_TIMEOUT_TICKS);
+    }
+
+    /// Opens a metadata replica halted by a failed journal write again from its files, as a
+    /// start opens it (called every second, while the data volume is above its free-space
+    /// floor). Only when the files hold everything this node applied: a backup of a
+    /// cluster may have applied committed ops it never journaled, and its published view
+    /// cannot go back; it stays halted until a restart (logged).
+    pub(super) async fn reopen_halted_metadata(&self) {
+        let Some(writer) = self.writer.as_ref() else { return };
+        let below_floor = self.shared.telemetry.data.below_floor.load(std::sync::atomic::Ordering::Relaxed);
+        if !writer.halted.get() || below_floor {
+            return;
+        }
+        let _pump = writer.pump.lock().await;
+        let dir = self.data_path().join("metadata");
+        let seed = self.now_us().rotate_left(29) ^ writer.client_id as u64;
+        let membership = writer.replication.membership;
+        let (replication, effects) = match Replication::open(&self.storage, &dir, membership, seed).await {
+            Ok(opened) => opened,
+            Err(error) => {
+                tracing::warn!(%error, "the metadata journal does not open yet");
+                return;
+            }
+        };
+        // What it committed while opening is in the published view already.
+        let effects = replication.without_commits(effects);
+        let (held, applied) = (replication.commit(), writer.replication.commit());
+        if held != applied {
+            tracing::error!(held, applied, "the metadata journal holds less than this node applied: restart the node");
+            return;
+        }
+        *writer.replication.journal.lock().await = replication.journal.into_inner();
+        *writer.replication.replica.borrow_mut() = replication.replica.into_inner();
+        writer.halted.set(false);
+        self.shared.telemetry.metadata_halted.store(false, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(commit = held, "the metadata journal opened again: metadata changes are taken again");
+        self.carry_out(effects).await;
     }
 
     /// The replica's view and who leads it.
