@@ -171,13 +171,19 @@ impl<S: Storage> Replication<S> {
     /// Drops the commits among `effects` (and the outcomes they left), for the start-up
     /// path, whose state seeds every view directly; returns the rest.
     pub fn without_commits(&self, effects: Vec<Effect>) -> Vec<Effect> {
+        self.without_commits_through(u64::MAX, effects)
+    }
+
+    /// Drops the commits of ops up to `through` (and the outcomes they left): a reopened
+    /// replica's view holds those already; later ones are carried out as any commit.
+    pub fn without_commits_through(&self, through: u64, effects: Vec<Effect>) -> Vec<Effect> {
         let mut replica = self.replica.borrow_mut();
         let machine = replica.state_machine_mut();
         machine.take_restored();
         let mut rest = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Commit { op, .. } => {
+                Effect::Commit { op, .. } if op <= through => {
                     machine.take_outcome(op);
                 }
                 other => rest.push(other),

@@ -306,13 +306,15 @@ impl<E: Env> Shard<E> {
                 return;
             }
         };
-        // What it committed while opening is in the published view already.
-        let effects = replication.without_commits(effects);
         let (held, applied) = (replication.commit(), writer.replication.commit());
-        if held != applied {
+        if held < applied {
             tracing::error!(held, applied, "the metadata journal holds less than this node applied: restart the node");
             return;
         }
+        // What it committed while opening up to what this node applied is in the published
+        // view already; an op the failed write journaled whole after all (the failure was
+        // its fsync, or the superblock's) commits now, as any commit does.
+        let effects = replication.without_commits_through(applied, effects);
         *writer.replication.journal.lock().await = replication.journal.into_inner();
         *writer.replication.replica.borrow_mut() = replication.replica.into_inner();
         writer.halted.set(false);

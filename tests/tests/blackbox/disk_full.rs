@@ -2,7 +2,7 @@
 //! when the tests run as root, as CI does) and is filled on a persisted topic. Sends fail
 //! with a clear error (4010 below the free-space floor, 4006 when a write hits ENOSPC), the
 //! server stays up and serves polls, every acknowledged message is there, and once space is
-//! freed sends succeed again without a restart.
+//! freed sends (and, after a full disk, metadata changes) succeed again without a restart.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,12 +148,42 @@ async fn a_full_disk_fails_the_send_keeps_the_server_up_and_loses_nothing() -> a
     assert_eq!((again, code), (acknowledged, WRITE_FAILED));
     assert_all_there(&client, acknowledged).await?;
     client.ping().await?;
+    // Metadata changes fail too once not a page is left (the journal write hits ENOSPC).
+    let filler = fill(&disk.path)?;
+    let mut refused = None;
+    for attempt in 0..100 {
+        if let Err(error) = client.create_stream(&format!("while-full-{attempt}")).await {
+            refused = Some(error.as_code());
+            break;
+        }
+    }
+    assert_eq!(refused, Some(IO_ERROR), "a metadata change refused on a full disk");
+    std::fs::remove_file(&filler)?;
     std::fs::remove_file(&ballast)?;
     let mut batch: Vec<IggyMessage> = (acknowledged..acknowledged + 100).map(message).collect();
     client.send_messages(&id(0), &id(0), &Partitioning::partition_id(0), &mut batch).await?;
     assert_all_there(&client, acknowledged + 100).await?;
+    // The metadata journal opens again within seconds of the space coming back.
+    eventually(Duration::from_secs(10), "metadata changes taken again once space is freed", || async {
+        Ok(client.create_stream("after-full").await.is_ok())
+    })
+    .await?;
     server.kill9()?;
     server.restart()?;
     let client = connect_root(&server.tcp_address()).await?;
+    assert!(client.get_stream(&Identifier::named("after-full")?).await?.is_some(), "kept over a kill -9");
     assert_all_there(&client, acknowledged + 100).await
+}
+
+/// IoError: the metadata journal could not be written.
+const IO_ERROR: u32 = 13000;
+
+/// Fills what is left of `path`'s volume, page by page, until a write fails.
+fn fill(path: &Path) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    let file = path.join("filler");
+    let mut out = std::fs::File::create(&file)?;
+    let page = [0xa5u8; 4096];
+    while out.write_all(&page).and_then(|()| out.flush()).is_ok() {}
+    Ok(file)
 }
