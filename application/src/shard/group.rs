@@ -24,14 +24,14 @@ use rill_domain::vsr::{Checkpoint, ENTRY_BODY_MAX, Effect, Entry, Message, Repli
 use rill_domain::wire::codes::operation;
 use rill_domain::wire::response;
 
-use super::group_reopen::{Halt, rand_high};
+use super::group_reopen::Halt;
 use super::group_transfer::{CHECK_TICKS, Gaps, PeerBatches, Repairs};
 use super::maintenance::namespace_label;
 use super::{Partition, Shard};
 use crate::memory_pool::PoolSlice;
 use crate::partition::ConsumerKey;
 use crate::ports::{Env, ReplicaNetwork, ShardReply};
-use crate::replication::{GroupMachine, JournalError, Membership, Replication, TICK_MS, group_options};
+use crate::replication::{GroupMachine, JournalError, Membership, Replication, TICK_MS};
 
 /// Sends of one shard in its group's pipeline at once, each on a lane: a client id of its
 /// own, since the replica admits one request per client at a time.
@@ -109,8 +109,7 @@ pub struct PartitionGroup<E: Env> {
     pub(super) unsynced_offsets: RefCell<BTreeSet<Namespace>>,
     /// Damaged stored batches whose intact copies are asked of peers.
     pub(super) repairs: RefCell<Repairs>,
-    /// Why the replica is not driven (`group_reopen`): a journal write failed (it opens
-    /// again once the disk works), or a partition holds messages the group has no record of.
+    /// Why the replica is not driven (`group_reopen::Halt`).
     pub(super) halted: Cell<Option<Halt>>,
     /// The seed of the replica's last opening; a reopening derives a new one from it.
     pub(super) seed: Cell<u64>,
@@ -269,10 +268,7 @@ impl<E: Env> Shard<E> {
         network: Box<dyn ReplicaNetwork>,
         seed: u64,
     ) -> Result<(), JournalError> {
-        let dir = self.data_path().join("groups").join(self.shard_id.to_string());
-        let options = group_options(self.shard_id, membership.replica_count);
-        let (replication, effects) =
-            Replication::open_with(&self.storage, &dir, membership, seed, options, GroupMachine::default()).await?;
+        let (replication, effects) = self.open_group_replication(membership, seed).await?;
         let base = (rand_high(seed) << 16) | u128::from(membership.replica_id) << 8;
         let group = PartitionGroup {
             replication,
@@ -792,6 +788,11 @@ impl<E: Env> Shard<E> {
         let replica = self.group()?.replication.replica.borrow();
         Some((replica.view(), replica.primary_index(replica.view()), replica.status() == Status::Normal))
     }
+}
+
+/// The random high bits of this process's lane ids, from its seed.
+fn rand_high(seed: u64) -> u128 {
+    u128::from(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1) << 32 | u128::from(seed >> 32)
 }
 
 /// A field for `Shard`: set once the group is open.

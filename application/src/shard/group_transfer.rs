@@ -232,7 +232,7 @@ impl<E: Env> Shard<E> {
              directory out of the data directory (the partition starts again empty) or start \
              it without replicate_partitions"
         );
-        group.halted.set(Some(super::group_reopen::Halt::Unrecorded));
+        group.halted.set(Some(super::group_reopen::Halt::UntilRestart));
     }
 
     /// Makes every offset file of the group's partitions what a state a checkpoint just

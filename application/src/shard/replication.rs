@@ -13,6 +13,7 @@ use rill_domain::metadata::Metadata;
 use rill_domain::vsr::{Effect, Message, Replica, Status};
 
 use super::Shard;
+use super::group_reopen::{Halt, reopening_seed};
 use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
 use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
 
@@ -46,9 +47,9 @@ pub struct MetadataWriter<E: Env> {
     client_id: u128,
     next_request: Cell<u64>,
     ticks: Cell<u64>,
-    /// A journal write failed: the replica is no longer driven, and every metadata request
-    /// is refused until it opens again (`reopen_halted_metadata`; data traffic goes on).
-    halted: Cell<bool>,
+    /// Why the replica is no longer driven: every metadata request is refused until it opens
+    /// again (`reopen_halted_metadata`) or the node restarts; data traffic goes on.
+    halted: Cell<Option<Halt>>,
 }
 
 impl<E: Env> MetadataWriter<E> {
@@ -70,7 +71,7 @@ impl<E: Env> MetadataWriter<E> {
             client_id,
             next_request: Cell::new(0),
             ticks: Cell::new(0),
-            halted: Cell::new(false),
+            halted: Cell::new(None),
         }
     }
 
@@ -106,7 +107,7 @@ impl<E: Env> Shard<E> {
     pub(super) async fn drive(&self, call: impl FnOnce(&mut Replica<MetadataMachine>, &mut Vec<Effect>)) {
         let writer = self.writer();
         let _pump = writer.pump.lock().await;
-        if writer.halted.get() {
+        if writer.halted.get().is_some() {
             writer.fail_waiters(ErrorCode::IoError, |_| false);
             return;
         }
@@ -146,7 +147,7 @@ impl<E: Env> Shard<E> {
             // so nothing it journaled is contradicted. What committed before the failure was
             // published above; data traffic goes on.
             tracing::error!(%error, "cannot write the metadata journal: metadata changes are refused until it opens again");
-            writer.halted.set(true);
+            writer.halted.set(Some(Halt::Journal));
             self.shared.telemetry.metadata_halted.store(true, std::sync::atomic::Ordering::Relaxed);
             writer.fail_waiters(ErrorCode::IoError, |_| false);
             return;
@@ -203,7 +204,7 @@ impl<E: Env> Shard<E> {
             return Err(ErrorCode::InvalidFormat);
         }
         let _one_at_a_time = writer.requests.lock().await;
-        if writer.halted.get() {
+        if writer.halted.get().is_some() {
             return Err(ErrorCode::IoError);
         }
         let mut reader = rill_domain::wire::reader::Reader::new(body);
@@ -288,16 +289,15 @@ impl<E: Env> Shard<E> {
     /// start opens it (called every second, while the data volume is above its free-space
     /// floor). Only when the files hold everything this node applied: a backup of a
     /// cluster may have applied committed ops it never journaled, and its published view
-    /// cannot go back; it stays halted until a restart (logged).
+    /// cannot go back; it stays halted until a restart (logged once, no more tries).
     pub(super) async fn reopen_halted_metadata(&self) {
         let Some(writer) = self.writer.as_ref() else { return };
-        let below_floor = self.shared.telemetry.data.below_floor.load(std::sync::atomic::Ordering::Relaxed);
-        if !writer.halted.get() || below_floor {
+        if writer.halted.get() != Some(Halt::Journal) || self.below_floor() {
             return;
         }
         let _pump = writer.pump.lock().await;
         let dir = self.data_path().join("metadata");
-        let seed = self.now_us().rotate_left(29) ^ writer.client_id as u64;
+        let seed = reopening_seed(writer.client_id as u64, self.now_us());
         let membership = writer.replication.membership;
         let (replication, effects) = match Replication::open(&self.storage, &dir, membership, seed).await {
             Ok(opened) => opened,
@@ -309,6 +309,7 @@ impl<E: Env> Shard<E> {
         let (held, applied) = (replication.commit(), writer.replication.commit());
         if held < applied {
             tracing::error!(held, applied, "the metadata journal holds less than this node applied: restart the node");
+            writer.halted.set(Some(Halt::UntilRestart));
             return;
         }
         // What it committed while opening up to what this node applied is in the published
@@ -317,7 +318,7 @@ impl<E: Env> Shard<E> {
         let effects = replication.without_commits_through(applied, effects);
         *writer.replication.journal.lock().await = replication.journal.into_inner();
         *writer.replication.replica.borrow_mut() = replication.replica.into_inner();
-        writer.halted.set(false);
+        writer.halted.set(None);
         self.shared.telemetry.metadata_halted.store(false, std::sync::atomic::Ordering::Relaxed);
         tracing::warn!(commit = held, "the metadata journal opened again: metadata changes are taken again");
         self.carry_out(effects).await;
