@@ -84,8 +84,9 @@ impl Run {
         };
         let storage = SimStorage::new();
         let spares = new_spares();
-        let log = block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone())))
-            .expect("a new partition");
+        let log =
+            block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone()), None))
+                .expect("a new partition");
         let purges = Rng::seeded(seed ^ 0x9e7);
         let model = Model::default();
         Self { seed, rng, storage, settings, log, model, step: 0, heal_at_step: None, crashes: 0, purges, spares }
@@ -207,7 +208,8 @@ impl Run {
             self.fail(format!("spares not taken up: {error}"));
         }
         let spares = Some(self.spares.clone());
-        let log = block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares));
+        let log =
+            block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares, None));
         self.log = log.unwrap_or_else(|e| self.fail(format!("reopen (clean {clean}): {e}")));
         // A graceful stop syncs everything; a power loss keeps what a persisted topic synced.
         let durable = clean || self.settings.enforce_fsync;

@@ -1,6 +1,7 @@
-//! Spare logs on simulated storage: a new direct log written over a removed partition's
-//! file reads back only its own batches after a crash, even when the old file holds batches
-//! of the same shape at the same positions, carrying the very offsets that come next.
+//! Spare logs on simulated storage: a new log (direct, or a new partition's first buffered
+//! one) written over a removed partition's file reads back only its own batches after a
+//! crash, even when the old file holds batches of the same shape at the same positions,
+//! carrying the very offsets that come next.
 
 mod common;
 
@@ -13,7 +14,7 @@ use rill_application::memory_pool::PoolSlice;
 use rill_application::partition::{PartitionLog, SpareLogs};
 use rill_application::ports::Storage;
 use rill_domain::batch;
-use rill_domain::segment::log_file_name;
+use rill_domain::segment::{floor_file_name, log_file_name};
 
 /// A batch of one message `m<n>` padded with dots to make the batch `length` bytes long.
 fn batch_of_length(n: u64, length: usize) -> PoolSlice {
@@ -27,7 +28,7 @@ fn batch_of_length(n: u64, length: usize) -> PoolSlice {
 
 fn open(storage: &SimStorage, dir: &str, spares: Option<Rc<SpareLogs>>, clean: bool) -> PartitionLog<SimStorage> {
     let settings = common::settings(1 << 30, true, 1);
-    block_on(PartitionLog::open_with(storage, Path::new(dir), 0, settings, clean, spares)).unwrap()
+    block_on(PartitionLog::open_with(storage, Path::new(dir), 0, settings, clean, spares, None)).unwrap()
 }
 
 fn spares() -> Rc<SpareLogs> {
@@ -115,15 +116,22 @@ fn small_logs_buffered_logs_and_logs_past_the_budget_are_not_kept() {
     block_on(small.keep_as_spares(&storage));
     assert_eq!(budget.count(), 0, "under 1 MiB: removed as before");
     let buffered = common::settings(1 << 30, false, 1);
-    let mut log =
-        block_on(PartitionLog::open_with(&storage, Path::new("/buf"), 0, buffered, true, Some(budget.clone())))
-            .unwrap();
+    let mut log = block_on(PartitionLog::open_with(
+        &storage,
+        Path::new("/buf"),
+        0,
+        buffered,
+        true,
+        Some(budget.clone()),
+        Some(1),
+    ))
+    .unwrap();
     for n in 0..40 {
         block_on(log.append(&storage, batch_of_length(n, 50_000), 1 + n)).unwrap();
     }
     block_on(log.flush(&storage, true)).unwrap();
     block_on(log.keep_as_spares(&storage));
-    assert_eq!(budget.count(), 0, "a buffered log (its pages cached) is removed as before");
+    assert_eq!(budget.count(), 0, "buffered spares not allowed: a buffered log is removed as before");
     let logs: Vec<_> = ["/a", "/b"].map(|dir| open(&storage, dir, Some(budget.clone()), true)).into();
     for mut log in logs {
         for n in 0..40 {
@@ -142,7 +150,8 @@ fn a_segment_deleted_from_a_partition_is_the_log_its_next_roll_writes_over() {
     // 2 MiB segments of 32 batches of 64 KiB: the first deletion frees a whole one.
     let settings = common::settings(2 << 20, true, 1);
     let dir = Path::new("/p");
-    let mut log = block_on(PartitionLog::open_with(&storage, dir, 0, settings, true, Some(spares.clone()))).unwrap();
+    let mut log =
+        block_on(PartitionLog::open_with(&storage, dir, 0, settings, true, Some(spares.clone()), None)).unwrap();
     for n in 0..80 {
         block_on(log.append(&storage, batch_of_length(n, 64 << 10), 1 + n)).unwrap();
     }
@@ -221,4 +230,151 @@ fn a_restart_takes_up_the_spares_left_and_removes_what_is_not_one() {
     block_on(small.recover(&storage)).unwrap();
     assert_eq!(small.count(), 0, "over the budget: removed");
     assert!(!storage.paths().iter().any(|p| p.starts_with("/spares")));
+}
+
+fn buffered_spares() -> Rc<SpareLogs> {
+    let spares = spares();
+    spares.allow_buffered();
+    spares
+}
+
+/// A buffered log at `dir`, each batch flushed as it comes; `fresh_at_us` as a shard passes
+/// it for a partition it just created.
+fn open_buffered(
+    storage: &SimStorage,
+    dir: &str,
+    spares: Option<Rc<SpareLogs>>,
+    clean: bool,
+    fresh_at_us: Option<u64>,
+) -> PartitionLog<SimStorage> {
+    let settings = common::settings(1 << 30, false, 1);
+    block_on(PartitionLog::open_with(storage, Path::new(dir), 0, settings, clean, spares, fresh_at_us)).unwrap()
+}
+
+/// A buffered partition at `/old` with `batches` batches of `length` bytes stamped from 10
+/// on, synced (so a crash later finds them on disk), removed with its log kept as a spare.
+fn removed_buffered_partition(storage: &SimStorage, spares: &Rc<SpareLogs>, batches: u64, length: usize) -> u64 {
+    let mut old = open_buffered(storage, "/old", Some(spares.clone()), true, Some(1));
+    for n in 0..batches {
+        block_on(old.append(storage, batch_of_length(n, length), 10 + n)).unwrap();
+    }
+    block_on(old.flush(storage, true)).unwrap();
+    block_on(old.keep_as_spares(storage));
+    block_on(storage.remove_dir_all(Path::new("/old"))).unwrap();
+    assert_eq!(spares.count(), 1, "the removed buffered log is a spare");
+    batches * length as u64
+}
+
+#[test]
+fn a_new_buffered_partition_written_over_a_deleted_ones_log_never_recovers_its_batches() {
+    let new_log = Path::new("/new").join(log_file_name(0));
+    for length in [64 << 10, 50_000] {
+        let storage = SimStorage::new();
+        let spares = buffered_spares();
+        let old_bytes = removed_buffered_partition(&storage, &spares, 40, length);
+        let mut new = open_buffered(&storage, "/new", Some(spares.clone()), true, Some(500));
+        assert_eq!(spares.count(), 0, "length {length}: the spare is taken");
+        assert!(storage.paths().contains(&Path::new("/new").join(floor_file_name(0))), "its floor recorded");
+        for n in 0..5 {
+            block_on(new.append(&storage, batch_of_length(100 + n, length), 500 + n)).unwrap();
+        }
+        block_on(new.flush(&storage, true)).unwrap();
+        for n in 5..10 {
+            block_on(new.append(&storage, batch_of_length(100 + n, length), 500 + n)).unwrap();
+        }
+        assert_eq!(storage.file_len(&new_log), Some(old_bytes as usize), "written over, the old bytes after");
+        assert_eq!(numbers(&new), (100..110).collect::<Vec<_>>());
+        drop(new);
+        // The unsynced half is gone: the disk holds the old batches from the sixth on, the
+        // same shapes at the same places, with the offsets that come next.
+        storage.crash(0);
+        let recovered = open_buffered(&storage, "/new", None, false, None);
+        assert_eq!(recovered.next_offset(), 5, "length {length}: no old batch taken for a new one");
+        assert_eq!(numbers(&recovered), (100..105).collect::<Vec<_>>(), "length {length}");
+    }
+}
+
+#[test]
+fn a_buffered_spare_taken_and_never_written_recovers_empty_and_a_stop_cuts_its_old_bytes() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    drop(open_buffered(&storage, "/new", Some(spares.clone()), true, Some(500)));
+    storage.crash(0);
+    assert_eq!(open_buffered(&storage, "/new", None, false, None).next_offset(), 0, "the old batches are not its");
+    let spares = buffered_spares();
+    removed_buffered_partition(&storage, &spares, 40, 50_000);
+    let mut new = open_buffered(&storage, "/again", Some(spares), true, Some(500));
+    for n in 0..3 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 50_000), 500 + n)).unwrap();
+    }
+    block_on(new.sync_active()).unwrap();
+    assert_eq!(storage.file_len(&Path::new("/again").join(log_file_name(0))), Some(150_000));
+    drop(new);
+    assert_eq!(numbers(&open_buffered(&storage, "/again", None, true, None)), vec![100, 101, 102]);
+}
+
+#[test]
+fn a_log_over_a_buffered_spare_stamps_at_or_above_its_floor_whatever_the_clock_says() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    // The spare's newest batch is stamped 49: the floor is 50.
+    removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    let mut new = open_buffered(&storage, "/new", Some(spares), true, Some(60));
+    // A clock set back under the floor since.
+    for n in 0..3 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 64 << 10), 20 + n)).unwrap();
+    }
+    block_on(new.flush(&storage, true)).unwrap();
+    drop(new);
+    storage.crash(0);
+    let recovered = open_buffered(&storage, "/new", None, false, None);
+    assert_eq!(numbers(&recovered), vec![100, 101, 102], "stamped at the floor, so kept");
+    assert_eq!(recovered.offset_at_timestamp(50), Some(0));
+    assert_eq!(recovered.offset_at_timestamp(51), None, "no stamp above the floor: the clock read 20-22");
+}
+
+#[test]
+fn a_buffered_spare_stamped_after_the_clock_or_without_leave_is_not_used() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    // The spare's newest stamp (49) is not under the clock (40): a fresh file instead.
+    drop(open_buffered(&storage, "/behind", Some(spares.clone()), true, Some(40)));
+    assert_eq!(spares.count(), 1, "left for later");
+    // Not a new partition (a start reopening one): a fresh file.
+    drop(open_buffered(&storage, "/reopened", Some(spares.clone()), true, None));
+    assert_eq!(spares.count(), 1);
+    let files = storage.paths();
+    assert!(!files.iter().any(|p| p.extension().is_some_and(|e| e == "floor")), "no floor without a spare");
+    // A restart removes buffered spares: only direct ones are taken up.
+    let restarted = SpareLogs::new("/spares".into(), 1 << 30, Default::default());
+    block_on(restarted.recover(&storage)).unwrap();
+    assert_eq!(restarted.count(), 0);
+    assert!(!storage.paths().iter().any(|p| p.starts_with("/spares")));
+}
+
+#[test]
+fn a_reused_segment_sealed_and_deleted_takes_its_floor_with_it() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    // 2 MiB segments of 32 batches of 64 KiB: the first, over the spare, seals at the 33rd.
+    let settings = common::settings(2 << 20, false, 1);
+    let dir = Path::new("/p");
+    let mut log =
+        block_on(PartitionLog::open_with(&storage, dir, 0, settings, true, Some(spares.clone()), Some(500))).unwrap();
+    for n in 0..40 {
+        block_on(log.append(&storage, batch_of_length(n, 64 << 10), 500 + n)).unwrap();
+    }
+    assert_eq!(log.segments_count(), 2);
+    assert_eq!(storage.file_len(&dir.join(log_file_name(0))), Some(32 * (64 << 10)), "sealed: the old bytes cut");
+    let detached = block_on(log.delete_segments(&storage, 1)).unwrap();
+    assert_eq!((detached.segments, spares.count()), (1, 0), "retention keeps no buffered log");
+    assert!(!storage.paths().iter().any(|p| p.starts_with(dir) && p.extension().is_some_and(|e| e == "floor")));
+    drop(log);
+    storage.crash(0);
+    let recovered = block_on(PartitionLog::open_with(&storage, dir, 0, settings, false, None, None)).unwrap();
+    // The active segment's batches were never synced: lost, as on any buffered log.
+    assert_eq!((recovered.first_offset(), recovered.next_offset()), (32, 32));
 }

@@ -125,6 +125,8 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
         space_check_interval_us: duration(leaves, "system.disk.check_interval")?,
         direct_io_cache_bytes: cache_size(leaves, "system.partition.direct_io_cache")?,
         spare_logs_bytes: cache_size(leaves, "system.partition.spare_logs")?,
+        // A floor is one node's: copies of a replicated partition must stamp alike.
+        buffered_spare_logs: !(flag(leaves, "cluster.enabled") && flag(leaves, "cluster.replicate_partitions")),
     })
 }
 

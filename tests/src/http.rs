@@ -23,3 +23,25 @@ pub fn metric(text: &str, name: &str) -> Option<u64> {
         (key == name).then(|| value.parse().ok())?
     })
 }
+
+/// Reads a running server's `/metrics` with a token of its root user.
+pub struct MetricsReader {
+    address: String,
+    token: String,
+}
+
+impl MetricsReader {
+    /// A reader for the server whose HTTP API listens on `address`, through `client`
+    /// (logged in as root).
+    pub async fn new(client: &iggy::prelude::IggyClient, address: &str) -> anyhow::Result<Self> {
+        use iggy::prelude::*;
+        let token = client.create_personal_access_token("metrics", IggyExpiry::NeverExpire).await?.token;
+        Ok(Self { address: address.to_owned(), token })
+    }
+
+    /// The value of metric `name`, if the server reports it.
+    pub fn get(&self, name: &str) -> anyhow::Result<Option<u64>> {
+        let (_, text) = get(&self.address, "/metrics", Some(&self.token))?;
+        Ok(metric(&text, name))
+    }
+}

@@ -599,6 +599,21 @@ pub fn assert_same_message(sent: &IggyMessage, got: &IggyMessage, context: &str)
     }
 }
 
+/// A server with its HTTP API on, a root client, and a reader of its `/metrics`.
+pub async fn start_with_metrics() -> anyhow::Result<(TestServer, IggyClient, http::MetricsReader)> {
+    let address = format!("127.0.0.1:{}", free_port());
+    let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", &address)])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    let metrics = http::MetricsReader::new(&client, &address).await?;
+    Ok((server, client, metrics))
+}
+
+/// The identifier of topic `name` in stream 0, whatever id the server gave it.
+pub async fn topic_id(client: &IggyClient, name: &str) -> anyhow::Result<u32> {
+    let topic = client.get_topic(&id(0), &Identifier::named(name)?).await?;
+    Ok(topic.with_context(|| format!("no topic {name}"))?.id)
+}
+
 /// Polls one partition from offset 0 until the server returns nothing more, and checks
 /// that every poll answers for the partition asked and continues where the last stopped.
 pub async fn poll_all(

@@ -331,7 +331,7 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("disk_min_free_bytes", "The free-space floor below which sends are refused.", stats.disk_min_free_bytes),
         ("disk_below_floor", "1 while sends are refused for lack of free space.", stats.disk_below_floor as u64),
         ("data_directory_bytes", "Bytes of every file under the data directory.", stats.data_directory_bytes),
-        ("spare_logs", "Removed segments' log files kept for new direct logs.", spares.files.load(Relaxed)),
+        ("spare_logs", "Removed segments' log files kept for new logs to be written over.", spares.files.load(Relaxed)),
         ("spare_log_bytes", "Bytes the spare logs hold.", spares.bytes.load(Relaxed)),
     ];
     for (name, help, value) in gauges {

@@ -112,7 +112,11 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
             let segment = self.segments.remove(0);
-            if self.may_keep_as_spare(&segment) {
+            if segment.floor > 0 {
+                // Its floor goes with it (a start would remove it as an orphan anyway).
+                detached.paths.push(self.dir.join(rill_domain::segment::floor_file_name(start)));
+            }
+            if self.settings.direct_log && self.may_keep_as_spare(&segment) {
                 detached.spare_logs.push((renamed[1].1.clone(), segment.size_bytes));
             }
             detached.paths.extend(renamed.map(|(_, deleted)| deleted));

@@ -27,10 +27,10 @@ pub use offsets::{ConsumerKey, ConsumerOffsets};
 pub use poll::{POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
-pub use spares::{MIN_SPARE_BYTES, SpareLogCounters, SpareLogs};
+pub use spares::{BufferedSpare, MIN_SPARE_BYTES, SpareLogCounters, SpareLogs};
 
 use crate::memory_pool::PoolSlice;
-use crate::ports::Storage;
+use crate::ports::{Storage, StorageFile};
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
@@ -184,10 +184,12 @@ impl<S: Storage> PartitionLog<S> {
         settings: PartitionSettings,
         clean: bool,
     ) -> io::Result<Self> {
-        Self::open_with(storage, dir, partition_id, settings, clean, None).await
+        Self::open_with(storage, dir, partition_id, settings, clean, None, None).await
     }
 
-    /// Like `open`, new direct segments written over the shard's `spares` when it has one.
+    /// Like `open`, new direct segments written over the shard's `spares` when it has one;
+    /// with `fresh_at_us` (the clock, for a partition just created), a first buffered log
+    /// over a buffered spare ([`Segment::create_buffered`]).
     pub async fn open_with(
         storage: &S,
         dir: &Path,
@@ -195,12 +197,16 @@ impl<S: Storage> PartitionLog<S> {
         settings: PartitionSettings,
         clean: bool,
         spares: Option<Rc<SpareLogs>>,
+        fresh_at_us: Option<u64>,
     ) -> io::Result<Self> {
         storage.create_dir_all(dir).await?;
         let names = storage.list_dir(dir).await?;
-        let orphan_index =
-            |name: &String| name.strip_suffix(".index").is_some_and(|stem| !names.contains(&format!("{stem}.log")));
-        for leftover in names.iter().filter(|n| n.ends_with(DELETED_SUFFIX) || orphan_index(n)) {
+        let orphan = |name: &String, suffix: &str| {
+            name.strip_suffix(suffix).is_some_and(|stem| !names.contains(&format!("{stem}.log")))
+        };
+        let leftovers =
+            names.iter().filter(|n| n.ends_with(DELETED_SUFFIX) || orphan(n, ".index") || orphan(n, ".floor"));
+        for leftover in leftovers {
             // A cleaning pass renamed or half-renamed a segment and stopped before removing it.
             storage.remove_file(&dir.join(leftover)).await?;
         }
@@ -222,10 +228,18 @@ impl<S: Storage> PartitionLog<S> {
             segments.push(segment);
         }
         if segments.is_empty() {
-            segments.push(Segment::create_over(storage, dir, 0, settings.direct_log, spares.as_deref()).await?);
+            let first = match (spares.as_deref(), fresh_at_us) {
+                (Some(spares), Some(now_us)) if !settings.direct_log && spares.buffered_allowed() => {
+                    Segment::create_buffered(storage, dir, 0, spares, now_us).await?
+                }
+                (spares, _) => Segment::create_over(storage, dir, 0, settings.direct_log, spares).await?,
+            };
+            segments.push(first);
         }
         let next_offset = segments.last().map_or(0, |s| s.end_offset());
-        let last_timestamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
+        let last_stamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
+        // Stamps never go under the active log's floor, from the first one on.
+        let last_timestamp = last_stamp.max(segments.last().map_or(0, |s| s.floor));
         let offsets = ConsumerOffsets::load(storage, dir).await?;
         let mut log = Self {
             dir: dir.to_path_buf(),
@@ -320,6 +334,8 @@ impl<S: Storage> PartitionLog<S> {
         } else {
             now_us.max(self.last_timestamp)
         };
+        // Nor under the active log's floor, which recovery holds its batches to.
+        let now_us = now_us.max(self.segments.last().map_or(0, |s| s.floor));
         let mut duplicates = 0;
         let mut ids: Option<Vec<u128>> = None;
         if let Some(window) = &mut self.dedup {
@@ -631,14 +647,30 @@ impl<S: Storage> PartitionLog<S> {
     pub async fn keep_as_spares(&self, storage: &S) {
         let Some(spares) = &self.spares else { return };
         for segment in self.segments.iter().rev().filter(|s| self.may_keep_as_spare(s)) {
-            spares.keep(storage, segment.log_path(), segment.size_bytes).await;
+            if self.settings.direct_log {
+                spares.keep(storage, segment.log_path(), segment.size_bytes).await;
+            } else if let Some((file_bytes, newest)) = self.newest_stamp_in(segment).await {
+                spares.keep_buffered(storage, segment.log_path(), file_bytes, newest).await;
+            }
         }
     }
 
     /// Whether a segment leaving the partition may leave its log as a spare: the shard keeps
-    /// spares, the log is direct, and no poll reads it (none can once it is gone).
+    /// spares (buffered ones too, for a buffered log), and no poll reads the log (none can
+    /// once it is gone).
     fn may_keep_as_spare(&self, segment: &Segment<S::File>) -> bool {
-        self.spares.is_some() && self.settings.direct_log && !segment.log_shared()
+        let kind_kept = self.settings.direct_log || self.spares.as_ref().is_some_and(|s| s.buffered_allowed());
+        self.spares.is_some() && kind_kept && !segment.log_shared()
+    }
+
+    /// A buffered log file's length and the newest stamp of any batch it holds: its
+    /// entries', when nothing lies past them but a spare's older bytes (`None` otherwise:
+    /// recovery left bytes of unknown age past the last batch it could read).
+    async fn newest_stamp_in(&self, segment: &Segment<S::File>) -> Option<(u64, u64)> {
+        let file_len = segment.log.len().await.ok()?;
+        let newest = segment.entries.iter().map(|entry| entry.timestamp).max().unwrap_or(0);
+        let known = segment.reused || file_len <= segment.size_bytes;
+        known.then_some((file_len.max(segment.size_bytes), newest.max(segment.floor)))
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.

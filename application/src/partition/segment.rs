@@ -56,6 +56,9 @@ pub struct Segment<F> {
     /// The log is a spare's file written over: its old bytes run on past `size_bytes`
     /// until a seal or a stop cuts them.
     pub(super) reused: bool,
+    /// The lowest timestamp a batch of this log carries: above every old byte's batch when
+    /// the log is a buffered spare written over (its floor file), 0 otherwise.
+    pub floor: u64,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -166,6 +169,53 @@ impl<F: StorageFile> Segment<F> {
         Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct))
     }
 
+    /// A new buffered segment: the log of a fresh partition written over the shard's
+    /// newest buffered spare when it has one whose floor is at most `now_us`
+    /// (`spares::SpareLogs::take_buffered`), an ordinary new one otherwise. The floor file
+    /// is durable, directory entry and all, before the spare's bytes become the log, so a
+    /// log found at start without a whole floor file never held a spare's bytes.
+    pub async fn create_buffered<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+        start_offset: u64,
+        spares: &SpareLogs,
+        now_us: u64,
+    ) -> io::Result<Self> {
+        let Some(spare) = spares.take_buffered(now_us) else {
+            return Self::create(storage, dir, start_offset, false).await;
+        };
+        let floor_path = dir.join(segment::floor_file_name(start_offset));
+        let reused = async {
+            let floor = storage.open(&floor_path).await?;
+            floor.truncate(0).await?;
+            let (written, _) = floor.write_at(vec![PoolSlice::plain(segment::encode_floor(spare.floor))], 0).await;
+            written?;
+            floor.sync().await?;
+            storage.sync_dir(dir).await?;
+            let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
+            index.truncate(0).await?;
+            let log_path = dir.join(segment::log_file_name(start_offset));
+            let log = storage.reuse_buffered(&spare.path, &log_path).await?;
+            io::Result::Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), false))
+        };
+        match reused.await {
+            Ok(mut segment) => {
+                segment.reserved_to = spare.bytes;
+                segment.reused = true;
+                segment.floor = spare.floor;
+                Ok(segment)
+            }
+            Err(error) => {
+                // A new, empty log instead. Its floor file may be whole: it keeps to it.
+                tracing::warn!(%error, spare = %spare.path.display(), "a buffered spare cannot be reused");
+                let _ = storage.remove_file(&spare.path).await;
+                let mut segment = Self::create(storage, dir, start_offset, false).await?;
+                segment.floor = spare.floor;
+                Ok(segment)
+            }
+        }
+    }
+
     /// A segment over open files, its `entries` not yet checked against the log (its size
     /// and the entries the index file holds are set by whoever opened it).
     pub(super) fn opened(
@@ -189,6 +239,7 @@ impl<F: StorageFile> Segment<F> {
             reserved_to: 0,
             reserving: true,
             reused: false,
+            floor: 0,
         }
     }
 

@@ -11,6 +11,16 @@
 //! (`REUSE_GUARD_BYTES`), so recovery after a crash, which stops at the first bytes past the
 //! index that are not the next batch, stops there. A clean stop or a seal cuts the file to
 //! its last batch. Spares live in their own directory per shard, taken up again at start.
+//!
+//! Buffered logs (a deleted partition's, where the shard allows it) are kept too, for the
+//! first log of a new buffered partition: writes over pages still cached allocate nothing,
+//! and the removal frees none. Nothing guards their old bytes, and a buffered append is not
+//! synced, so the new log is told apart from them by time instead: before the spare becomes
+//! the log, a floor file (`segment::floor_file_name`) records a timestamp above every batch
+//! the spare holds, and every batch the new log takes is stamped at or above it (the
+//! partition's stamps never go below its floor). Recovery takes no batch under the floor.
+//! Buffered spares live only as long as the process: a start removes them with what is not
+//! a spare.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -38,6 +48,24 @@ pub struct SpareLogCounters {
     pub kept: AtomicU64,
 }
 
+/// A kept log file and the bytes it holds.
+#[derive(Debug)]
+struct Spare {
+    path: PathBuf,
+    bytes: u64,
+    /// A buffered log's newest batch timestamp; `None` for a direct log.
+    newest_timestamp: Option<u64>,
+}
+
+/// A buffered spare taken for a new log: its path, its bytes, and the floor the new log's
+/// stamps must keep to (above every batch it holds).
+#[derive(Debug)]
+pub struct BufferedSpare {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub floor: u64,
+}
+
 /// One shard's spare logs.
 #[derive(Debug)]
 pub struct SpareLogs {
@@ -45,8 +73,11 @@ pub struct SpareLogs {
     budget_bytes: u64,
     /// Logs shorter than this are removed as before (`MIN_SPARE_BYTES`).
     min_bytes: u64,
-    /// Spares and their sizes, oldest first.
-    files: RefCell<Vec<(PathBuf, u64)>>,
+    /// Spares, oldest first.
+    files: RefCell<Vec<Spare>>,
+    /// Whether removed buffered logs are kept (not where partitions are replicated: their
+    /// copies must stamp alike, and a floor is one node's).
+    buffered: Cell<bool>,
     next_name: Cell<u64>,
     counters: Arc<SpareLogCounters>,
     /// Set while the data volume is short of free space: nothing is kept.
@@ -61,6 +92,7 @@ impl SpareLogs {
             budget_bytes,
             min_bytes: MIN_SPARE_BYTES,
             files: RefCell::default(),
+            buffered: Cell::new(false),
             next_name: Cell::new(0),
             counters,
             short_of_space: Cell::new(false),
@@ -72,8 +104,17 @@ impl SpareLogs {
         Self { min_bytes, ..self }
     }
 
+    /// Keeps removed buffered logs from now on.
+    pub fn allow_buffered(&self) {
+        self.buffered.set(true);
+    }
+
+    pub fn buffered_allowed(&self) -> bool {
+        self.buffered.get()
+    }
+
     pub fn held_bytes(&self) -> u64 {
-        self.files.borrow().iter().map(|(_, bytes)| bytes).sum()
+        self.files.borrow().iter().map(|spare| spare.bytes).sum()
     }
 
     pub fn count(&self) -> usize {
@@ -110,7 +151,7 @@ impl SpareLogs {
                 continue;
             }
             self.next_name.set(self.next_name.get().max(number.unwrap_or(0) + 1));
-            self.files.borrow_mut().push((path, bytes));
+            self.files.borrow_mut().push(Spare { path, bytes, newest_timestamp: None });
             self.counters.files.fetch_add(1, Relaxed);
             self.counters.bytes.fetch_add(bytes, Relaxed);
         }
@@ -119,8 +160,8 @@ impl SpareLogs {
 
     /// Removes every spare, and the directory.
     pub async fn clear<S: Storage>(&self, storage: &S) -> io::Result<()> {
-        for (_, bytes) in self.files.borrow_mut().drain(..) {
-            self.forget(bytes);
+        for spare in self.files.borrow_mut().drain(..) {
+            self.forget(spare.bytes);
         }
         storage.remove_dir_all(&self.dir).await
     }
@@ -135,11 +176,7 @@ impl SpareLogs {
     /// moved into the spares' directory. False when it was not kept; the caller removes it
     /// as before. A failure on the way leaves the file where it was.
     pub async fn keep<S: Storage>(&self, storage: &S, log: &Path, bytes: u64) -> bool {
-        if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes || self.short_of_space.get() {
-            return false;
-        }
-        let spare = self.dir.join(format!("{:020}.spare", self.next_name.get()));
-        self.next_name.set(self.next_name.get() + 1);
+        let Some(spare) = self.room_for(bytes, "spare") else { return false };
         let moved = async {
             let file = storage.open(log).await?;
             let zeros = PoolSlice::plain(vec![0; ZEROED_HEAD_BYTES]);
@@ -153,11 +190,46 @@ impl SpareLogs {
             tracing::debug!(%error, log = %log.display(), "a removed segment's log is not kept as a spare");
             return false;
         }
-        self.files.borrow_mut().push((spare, bytes));
-        self.counters.files.fetch_add(1, Relaxed);
-        self.counters.bytes.fetch_add(bytes, Relaxed);
-        self.counters.kept.fetch_add(1, Relaxed);
+        self.hold(Spare { path: spare, bytes, newest_timestamp: None });
         true
+    }
+
+    /// Keeps a removed buffered log (`bytes` long, its newest batch stamped
+    /// `newest_timestamp`) as a spare when buffered spares are allowed and the budget has
+    /// room: moved as it is, its pages left cached. False when it was not kept.
+    pub async fn keep_buffered<S: Storage>(&self, storage: &S, log: &Path, bytes: u64, newest_timestamp: u64) -> bool {
+        if !self.buffered.get() {
+            return false;
+        }
+        let Some(spare) = self.room_for(bytes, "bspare") else { return false };
+        let moved = async {
+            storage.create_dir_all(&self.dir).await?;
+            storage.rename(log, &spare).await
+        };
+        if let Err(error) = moved.await {
+            tracing::debug!(%error, log = %log.display(), "a removed buffered log is not kept as a spare");
+            return false;
+        }
+        self.hold(Spare { path: spare, bytes, newest_timestamp: Some(newest_timestamp) });
+        true
+    }
+
+    /// The path a kept log of `bytes` moves to, when the budget has room for it (the name's
+    /// `extension` tells the kinds apart; a start takes up only `.spare` files).
+    fn room_for(&self, bytes: u64, extension: &str) -> Option<PathBuf> {
+        if bytes < self.min_bytes || self.held_bytes() + bytes > self.budget_bytes || self.short_of_space.get() {
+            return None;
+        }
+        let spare = self.dir.join(format!("{:020}.{extension}", self.next_name.get()));
+        self.next_name.set(self.next_name.get() + 1);
+        Some(spare)
+    }
+
+    fn hold(&self, spare: Spare) {
+        self.counters.files.fetch_add(1, Relaxed);
+        self.counters.bytes.fetch_add(spare.bytes, Relaxed);
+        self.counters.kept.fetch_add(1, Relaxed);
+        self.files.borrow_mut().push(spare);
     }
 
     /// Keeps what it can of the logs retention or DELETE_SEGMENTS detached, before the
@@ -168,11 +240,26 @@ impl SpareLogs {
         }
     }
 
-    /// A new direct log at `path` over the newest spare, with the bytes that spare holds,
+    /// The newest buffered spare, for a new log whose stamps may start at `now_us`: its
+    /// floor is above its newest batch and at most `now_us` (a spare stamped later, by a
+    /// clock since set back, is left). The caller records the floor, then reuses the file
+    /// (`Storage::reuse_buffered`), or removes it.
+    pub fn take_buffered(&self, now_us: u64) -> Option<BufferedSpare> {
+        let mut files = self.files.borrow_mut();
+        let found = files.iter().rposition(|spare| spare.newest_timestamp.is_some_and(|newest| newest < now_us))?;
+        let Spare { path, bytes, newest_timestamp } = files.remove(found);
+        drop(files);
+        self.forget(bytes);
+        self.counters.taken.fetch_add(1, Relaxed);
+        Some(BufferedSpare { path, bytes, floor: newest_timestamp.unwrap_or(0) + 1 })
+    }
+
+    /// A new direct log at `path` over the newest direct spare, with the bytes that spare holds,
     /// or `None` when there is none (or it cannot be reused: it is dropped then).
     pub async fn take<S: Storage>(&self, storage: &S, path: &Path) -> Option<(S::File, u64)> {
         loop {
-            let (spare, bytes) = self.files.borrow_mut().pop()?;
+            let found = self.files.borrow().iter().rposition(|spare| spare.newest_timestamp.is_none())?;
+            let Spare { path: spare, bytes, .. } = self.files.borrow_mut().remove(found);
             self.forget(bytes);
             match storage.reuse_direct(&spare, path).await {
                 Ok(file) => {

@@ -28,8 +28,11 @@ pub struct DataConfig {
     pub space_check_interval_us: u64,
     /// Per shard, bytes of the latest direct log writes the storage keeps for polls.
     pub direct_io_cache_bytes: u64,
-    /// Per shard, bytes of removed segments' logs kept for new direct logs (0: none).
+    /// Per shard, bytes of removed segments' logs kept for new logs (0: none).
     pub spare_logs_bytes: u64,
+    /// Whether deleted partitions' buffered logs are kept too, for new partitions' first
+    /// logs (not where partitions are replicated: `partition::spares`).
+    pub buffered_spare_logs: bool,
 }
 
 impl Default for DataConfig {
@@ -43,6 +46,8 @@ impl Default for DataConfig {
             space_check_interval_us: 1_000_000,
             direct_io_cache_bytes: 256 << 20,
             spare_logs_bytes: 512 << 20,
+            // The server's configuration turns it on where partitions are not replicated.
+            buffered_spare_logs: false,
         }
     }
 }

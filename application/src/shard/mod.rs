@@ -297,7 +297,7 @@ pub struct Shard<E: Env> {
     flush_queue: flusher::FlushQueue,
     /// This shard's replica of its partition group, when partitions are replicated.
     group: group::GroupCell<E>,
-    /// Removed segments' log files kept for new direct logs (`partition::spares`).
+    /// Removed segments' log files kept for new logs (`partition::spares`).
     spares: Rc<crate::partition::SpareLogs>,
 }
 
@@ -307,6 +307,9 @@ impl<E: Env> Shard<E> {
         let spares_dir = parts.shared.config.data_path.join(SPARE_LOGS_DIR).join(parts.bus.shard_id().to_string());
         let counters = parts.shared.telemetry.data.spare_logs.clone();
         let spares = crate::partition::SpareLogs::new(spares_dir, parts.shared.config.data.spare_logs_bytes, counters);
+        if parts.shared.config.data.buffered_spare_logs {
+            spares.allow_buffered();
+        }
         Self {
             shard_id: parts.bus.shard_id(),
             storage: parts.storage,

@@ -191,8 +191,11 @@ impl<E: Env> Shard<E> {
         }
         let clean = self.shared.clean_start && (!fresh || replayed);
         let spares = self.spares_for_partitions();
-        let log =
-            PartitionLog::open_with(&self.storage, &dir, namespace.partition_id(), settings, clean, spares).await?;
+        // A new partition's first log may go over a buffered spare (its copies elsewhere,
+        // if replicated, would not share the floor: `SpareLogs::allow_buffered`).
+        let fresh_at_us = (fresh && !replayed && self.group().is_none()).then(|| self.now_us());
+        let id = namespace.partition_id();
+        let log = PartitionLog::open_with(&self.storage, &dir, id, settings, clean, spares, fresh_at_us).await?;
         if recorded != Some(created_at) {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use iggy::prelude::*;
-use rill_tests::{TestServer, connect_root, id, poll_all};
+use rill_tests::{TestServer, connect_root, id, poll_all, topic_id};
 
 /// The smallest segments a topic may have (1 MiB): a few hundred sends roll several.
 const SEGMENT_BYTES: u64 = 1 << 20;
@@ -188,24 +188,12 @@ async fn direct_io_off_writes_persisted_topics_through_the_page_cache() -> anyho
     Ok(())
 }
 
-/// The identifier of topic `name` in stream 0, whatever id it was given.
-async fn topic_id(client: &IggyClient, name: &str) -> anyhow::Result<u32> {
-    let topic = client.get_topic(&id(0), &Identifier::named(name)?).await?;
-    Ok(topic.ok_or_else(|| anyhow::anyhow!("no topic {name}"))?.id)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreated_persisted_topic_writes_over_the_deleted_ones_log_and_a_kill9_reads_none_of_it()
 -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let http = format!("127.0.0.1:{}", rill_tests::free_port());
-    let mut server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", &http)])?;
-    let client = connect_root(&server.tcp_address()).await?;
-    let token = client.create_personal_access_token("spares", IggyExpiry::NeverExpire).await?.token;
-    let metric = |name: &str| -> anyhow::Result<Option<u64>> {
-        let (_, text) = rill_tests::http::get(&http, "/metrics", Some(&token))?;
-        Ok(rill_tests::http::metric(&text, name))
-    };
+    let (mut server, client, metrics) = rill_tests::start_with_metrics().await?;
+    let metric = |name: &str| metrics.get(name);
     client.create_stream("s").await?;
     let big = TopicCreateOptions {
         partitions_count: Some(1),

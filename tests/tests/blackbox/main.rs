@@ -2,6 +2,7 @@
 //! one module per area, linked into a single test binary (one link and one copy on disk).
 
 mod bad_frames;
+mod buffered_spares;
 mod cli;
 mod cluster;
 mod cluster_faults;
