@@ -12,7 +12,7 @@ use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
 use rill_application::memory_pool::PoolSlice;
 use rill_application::partition::{PartitionLog, SpareLogs};
-use rill_application::ports::Storage;
+use rill_application::ports::{Storage, StorageFile};
 use rill_domain::batch;
 use rill_domain::segment::{floor_file_name, log_file_name};
 
@@ -377,4 +377,33 @@ fn a_reused_segment_sealed_and_deleted_takes_its_floor_with_it() {
     let recovered = block_on(PartitionLog::open_with(&storage, dir, 0, settings, false, None, None)).unwrap();
     // The active segment's batches were never synced: lost, as on any buffered log.
     assert_eq!((recovered.first_offset(), recovered.next_offset()), (32, 32));
+}
+
+#[test]
+fn an_indexed_place_whose_write_never_reached_the_disk_is_reported_not_served_old() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    let length = 64 << 10;
+    removed_buffered_partition(&storage, &spares, 40, length);
+    let mut new = open_buffered(&storage, "/new", Some(spares), true, Some(500));
+    for n in 0..6 {
+        block_on(new.append(&storage, batch_of_length(100 + n, length), 500 + n)).unwrap();
+    }
+    block_on(new.sync_active()).unwrap();
+    drop(new);
+    // A power loss kept the index and every page but the third batch's, which still holds
+    // the old log's third batch: the same offset, count and length, its checksums sound.
+    let mut old_third: Vec<u8> = batch_of_length(2, length).to_vec();
+    batch::stamp(&mut old_third, 0, 2, 12);
+    let log = block_on(storage.open(&Path::new("/new").join(log_file_name(0)))).unwrap();
+    let (written, _) = block_on(log.write_at(vec![PoolSlice::plain(old_third)], 2 * length as u64));
+    written.unwrap();
+    block_on(log.sync()).unwrap();
+    for clean in [true, false] {
+        let reopened = open_buffered(&storage, "/new", None, clean, None);
+        let (read, damaged) = common::read(&reopened, 0, 1000);
+        let numbers: Vec<u64> = read.iter().map(|(_, payload)| payload[1..7].parse().unwrap()).collect();
+        assert_eq!(numbers, vec![100, 101], "clean {clean}: served up to the lost batch, never the old one");
+        assert_eq!(damaged.map(|d| d.first_offset), Some(2), "clean {clean}: reported as damage");
+    }
 }

@@ -100,8 +100,12 @@ pub fn batch_matches(record: &[u8], entry: &IndexEntry, start_offset: u64, valid
     if !sound {
         return false;
     }
+    // The stamp too: where a log went over a spare, an old batch of the same shape and
+    // offsets may lie at an indexed place whose write never reached the disk.
     let header = BatchHeader::read(record);
-    header.base_offset == start_offset + entry.relative_offset as u64 && header.message_count == entry.message_count
+    header.base_offset == start_offset + entry.relative_offset as u64
+        && header.message_count == entry.message_count
+        && header.base_timestamp == entry.timestamp
 }
 
 impl<F: StorageFile> Segment<F> {
