@@ -407,3 +407,25 @@ fn an_indexed_place_whose_write_never_reached_the_disk_is_reported_not_served_ol
         assert_eq!(damaged.map(|d| d.first_offset), Some(2), "clean {clean}: reported as damage");
     }
 }
+
+#[test]
+fn a_buffered_spare_that_cannot_be_reused_leaves_a_fresh_log_and_is_not_counted_taken() {
+    let storage = SimStorage::new();
+    let counters = std::sync::Arc::new(rill_application::partition::SpareLogCounters::default());
+    let spares = Rc::new(SpareLogs::new("/spares".into(), 1 << 30, counters.clone()));
+    spares.allow_buffered();
+    removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    // The spare cannot be moved: the new partition gets an empty log of its own.
+    storage.fail_under(Path::new("/spares"), std::io::ErrorKind::Other);
+    let mut new = open_buffered(&storage, "/new", Some(spares.clone()), true, Some(500));
+    storage.heal();
+    assert_eq!(counters.taken.load(std::sync::atomic::Ordering::Relaxed), 0);
+    for n in 0..3 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 64 << 10), 500 + n)).unwrap();
+    }
+    assert_eq!(storage.file_len(&Path::new("/new").join(log_file_name(0))), Some(3 * (64 << 10)), "a fresh file");
+    block_on(new.flush(&storage, true)).unwrap();
+    drop(new);
+    storage.crash(0);
+    assert_eq!(numbers(&open_buffered(&storage, "/new", None, false, None)), vec![100, 101, 102]);
+}

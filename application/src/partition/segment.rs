@@ -204,6 +204,7 @@ impl<F: StorageFile> Segment<F> {
         };
         match reused.await {
             Ok(mut segment) => {
+                spares.count_taken();
                 segment.reserved_to = spare.bytes;
                 segment.reused = true;
                 segment.floor = spare.floor;

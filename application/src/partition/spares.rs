@@ -250,8 +250,13 @@ impl SpareLogs {
         let Spare { path, bytes, newest_timestamp } = files.remove(found);
         drop(files);
         self.forget(bytes);
-        self.counters.taken.fetch_add(1, Relaxed);
         Some(BufferedSpare { path, bytes, floor: newest_timestamp.unwrap_or(0) + 1 })
+    }
+
+    /// Counts a buffered spare written over (`take_buffered` leaves that to the caller,
+    /// whose reuse may fail).
+    pub fn count_taken(&self) {
+        self.counters.taken.fetch_add(1, Relaxed);
     }
 
     /// A new direct log at `path` over the newest direct spare, with the bytes that spare holds,
