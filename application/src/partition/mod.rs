@@ -5,6 +5,7 @@
 //! write succeeds again.
 
 mod maintenance;
+pub mod markers;
 mod offsets;
 mod poll;
 mod recovery;
@@ -220,6 +221,7 @@ impl<S: Storage> PartitionLog<S> {
                 next_start: starts.get(i + 1).copied(),
                 // A sealed segment is never written again.
                 direct: last && settings.direct_log,
+                floor_file: names.contains(&rill_domain::segment::floor_file_name(start)),
             };
             let (segment, recovery) = Segment::load(storage, dir, start, mode).await?;
             if recovery != Recovery::default() {

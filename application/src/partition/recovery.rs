@@ -40,6 +40,8 @@ pub struct LoadMode {
     pub direct: bool,
     /// The start offset of the next segment, which bounds this one's offsets.
     pub next_start: Option<u64>,
+    /// The segment has a floor file (`Segment::create_buffered`), as the directory listed.
+    pub floor_file: bool,
 }
 
 impl<F: StorageFile> Segment<F> {
@@ -61,7 +63,9 @@ impl<F: StorageFile> Segment<F> {
         let offset_limit = mode.next_start.map(|next| next.saturating_sub(start_offset));
         keep_consistent_prefix(&mut entries, log_len, offset_limit);
         let mut segment = Self::opened(start_offset, log_path, log, index, entries, mode.direct);
-        segment.floor = read_floor(storage, dir, start_offset).await?;
+        if mode.floor_file {
+            segment.floor = read_floor(storage, dir, start_offset).await?;
+        }
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last
@@ -312,14 +316,10 @@ impl<F: StorageFile> Segment<F> {
     }
 }
 
-/// The floor of a log written over a buffered spare (`Segment::create_buffered`), 0 for
-/// any other. A floor file that does not decode was torn before its sync returned, and the
-/// spare never became the log: it counts as none.
+/// The floor in a log's floor file (`Segment::create_buffered`). One that does not decode
+/// was torn before its sync returned, and the spare never became the log: it counts as none.
 async fn read_floor<S: Storage>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<u64> {
     let path = dir.join(segment::floor_file_name(start_offset));
-    if !storage.exists(&path).await {
-        return Ok(0);
-    }
     let file = storage.open(&path).await?;
     let len = file.len().await?.min(64) as usize;
     let (result, bytes) = file.read_exact_at(scratch(len), 0).await;

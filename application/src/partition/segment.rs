@@ -190,12 +190,7 @@ impl<F: StorageFile> Segment<F> {
         };
         let floor_path = dir.join(segment::floor_file_name(start_offset));
         let reused = async {
-            let floor = storage.open(&floor_path).await?;
-            floor.truncate(0).await?;
-            let (written, _) = floor.write_at(vec![PoolSlice::plain(segment::encode_floor(spare.floor))], 0).await;
-            written?;
-            floor.sync().await?;
-            storage.sync_dir(dir).await?;
+            super::markers::write_synced(storage, dir, &floor_path, segment::encode_floor(spare.floor)).await?;
             let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
             index.truncate(0).await?;
             let log_path = dir.join(segment::log_file_name(start_offset));

@@ -77,12 +77,7 @@ async fn write_marker<S: Storage>(
     path: &std::path::Path,
     created_at: u64,
 ) -> std::io::Result<()> {
-    use crate::ports::StorageFile;
-    let file = storage.open(path).await?;
-    let bytes = crate::memory_pool::PoolSlice::plain(created_at.to_le_bytes().to_vec());
-    file.write_at(vec![bytes], 0).await.0?;
-    file.sync().await?;
-    storage.sync_dir(dir).await
+    crate::partition::markers::write_synced(storage, dir, path, created_at.to_le_bytes().to_vec()).await
 }
 
 impl<E: Env> Shard<E> {
