@@ -1,20 +1,24 @@
 //! Spare logs on simulated storage: a new log (direct, or a new partition's first buffered
 //! one) written over a removed partition's file reads back only its own batches after a
 //! crash, even when the old file holds batches of the same shape at the same positions,
-//! carrying the very offsets that come next.
+//! carrying the very offsets that come next. A new log that finds no spare gets half of
+//! what another has of one past its end.
 
 mod common;
 
 use std::path::Path;
 use std::rc::Rc;
 
+use common::shards::{self, Client, SimEnv, create_stream, create_stream_and_topic, numeric, poll, send};
 use futures_executor::block_on;
-use rill_adapter_sim::SimStorage;
+use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
+use rill_application::Shard;
 use rill_application::memory_pool::PoolSlice;
 use rill_application::partition::{PartitionLog, SpareLogs};
 use rill_application::ports::{Storage, StorageFile};
 use rill_domain::batch;
 use rill_domain::segment::{floor_file_name, log_file_name};
+use rill_domain::wire::codes::operation;
 
 /// A batch of one message `m<n>` padded with dots to make the batch `length` bytes long.
 fn batch_of_length(n: u64, length: usize) -> PoolSlice {
@@ -428,4 +432,88 @@ fn a_buffered_spare_that_cannot_be_reused_leaves_a_fresh_log_and_is_not_counted_
     drop(new);
     storage.crash(0);
     assert_eq!(numbers(&open_buffered(&storage, "/new", None, false, None)), vec![100, 101, 102]);
+}
+
+#[test]
+fn a_log_giving_up_half_its_spare_room_cuts_only_old_bytes_and_recovers_its_own() {
+    let storage = SimStorage::new();
+    let spares = buffered_spares();
+    let old_bytes = removed_buffered_partition(&storage, &spares, 40, 64 << 10);
+    let new_log = Path::new("/new").join(log_file_name(0));
+    let mut new = open_buffered(&storage, "/new", Some(spares.clone()), true, Some(500));
+    assert_eq!(new.spare_room(), old_bytes, "the whole spare lies past an empty log");
+    for n in 0..5 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 64 << 10), 500 + n)).unwrap();
+    }
+    block_on(new.flush(&storage, true)).unwrap();
+    let written = 5 * (64 << 10);
+    let room = old_bytes - written;
+    assert_eq!(new.spare_room(), room);
+    assert_eq!(block_on(new.give_up_half_spare_room()).unwrap(), room / 2);
+    assert_eq!(storage.file_len(&new_log), Some((old_bytes - room / 2) as usize), "the second half cut");
+    assert_eq!(new.spare_room(), room - room / 2);
+    for n in 5..8 {
+        block_on(new.append(&storage, batch_of_length(100 + n, 64 << 10), 500 + n)).unwrap();
+    }
+    block_on(new.flush(&storage, true)).unwrap();
+    assert_eq!(numbers(&new), (100..108).collect::<Vec<_>>(), "its own batches, before and after the cut");
+    drop(new);
+    // The cut was never synced: the disk may hold the whole old file again past the log.
+    storage.crash(0);
+    assert_eq!(numbers(&open_buffered(&storage, "/new", None, false, None)), (100..108).collect::<Vec<_>>());
+}
+
+/// One shard whose spare logs include buffered ones, as a single node runs.
+fn one_shard_keeping_buffered_spares(storage: &SimStorage, clock: &ManualClock) -> Rc<Shard<SimEnv>> {
+    let mut config = shards::config();
+    config.data.spare_logs_bytes = 1 << 30;
+    config.data.buffered_spare_logs = true;
+    let (mut started, _) = shards::start_on(storage, config, clock, 1, common::pool(), Jitter::default()).unwrap();
+    started.remove(0)
+}
+
+/// The log files under the shard's streams, by path, with their lengths.
+fn stream_logs(storage: &SimStorage) -> Vec<(std::path::PathBuf, usize)> {
+    let mut logs: Vec<_> = storage
+        .paths()
+        .into_iter()
+        .filter(|p| p.starts_with("/data/streams") && p.extension().is_some_and(|e| e == "log"))
+        .map(|p| (p.clone(), storage.file_len(&p).unwrap()))
+        .collect();
+    logs.sort();
+    logs
+}
+
+#[test]
+fn a_new_partition_that_finds_no_spare_gets_half_the_spare_room_of_one_that_did() {
+    let storage = SimStorage::new();
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let shard = one_shard_keeping_buffered_spares(&storage, &clock);
+    let mut client = Client::login(&shard);
+    create_stream_and_topic(&mut client, "old", 1);
+    let payload = vec![b'o'; 64 << 10];
+    for _ in 0..40 {
+        send(&mut client, 0, 0, &[&payload]).unwrap();
+    }
+    block_on(shard.flush_all()).unwrap();
+    let spare_bytes = stream_logs(&storage)[0].1;
+    client.call(operation::DELETE_STREAM, 0, &numeric(0)).unwrap();
+    clock.advance_us(1_000);
+    // Two new partitions, one spare: the first takes it, the second finds none.
+    let stream = create_stream(&mut client, "new");
+    let mut topic = numeric(stream);
+    topic.extend_from_slice(&2u32.to_le_bytes());
+    topic.extend_from_slice(&[1, b't']);
+    client.call(operation::CREATE_TOPIC, 0, &topic).unwrap();
+    let mut lengths: Vec<usize> = stream_logs(&storage).into_iter().map(|(_, len)| len).collect();
+    lengths.sort();
+    assert_eq!(lengths, vec![0, spare_bytes - spare_bytes / 2], "the spare's second half cut for the new log");
+    let shared = shard.shared.telemetry.data.spare_logs.room_shared_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(shared, (spare_bytes / 2) as u64);
+    for partition in 0..2 {
+        send(&mut client, stream, partition, &[b"fresh", b"again"]).unwrap();
+        let (count, reply) = poll(&mut client, stream, partition);
+        assert_eq!(count, 2, "partition {partition}");
+        assert!(reply.windows(5).any(|w| w == b"fresh") && !reply.windows(4).any(|w| w == b"oooo"));
+    }
 }

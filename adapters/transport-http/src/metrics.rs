@@ -306,6 +306,11 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("deduplicated_messages_total", "Messages dropped as duplicates of a stored id.", &data.duplicates_dropped),
         ("spare_logs_taken_total", "New direct logs written over a spare log's blocks.", &data.spare_logs.taken),
         ("spare_logs_kept_total", "Removed segments' log files kept as spares.", &data.spare_logs.kept),
+        (
+            "spare_room_shared_bytes_total",
+            "Bytes of spares' old logs cut from the logs written over them, freeing their cached pages for new logs that found no spare.",
+            &data.spare_logs.room_shared_bytes,
+        ),
     ];
     let bus = &context.telemetry().bus;
     let counters = counters.into_iter().chain([

@@ -56,6 +56,9 @@ pub struct Segment<F> {
     /// The log is a spare's file written over: its old bytes run on past `size_bytes`
     /// until a seal or a stop cuts them.
     pub(super) reused: bool,
+    /// Where a buffered spare's old bytes, written over by this log, end in the file: the
+    /// pages past `size_bytes` up to here were cached with the spare (0 for any other log).
+    pub(super) cached_to: u64,
     /// The lowest timestamp a batch of this log carries: above every old byte's batch when
     /// the log is a buffered spare written over (its floor file), 0 otherwise.
     pub floor: u64,
@@ -201,6 +204,7 @@ impl<F: StorageFile> Segment<F> {
             Ok(mut segment) => {
                 spares.count_taken();
                 segment.reserved_to = spare.bytes;
+                segment.cached_to = spare.bytes;
                 segment.reused = true;
                 segment.floor = spare.floor;
                 Ok(segment)
@@ -239,6 +243,7 @@ impl<F: StorageFile> Segment<F> {
             reserved_to: 0,
             reserving: true,
             reused: false,
+            cached_to: 0,
             floor: 0,
         }
     }
@@ -306,6 +311,22 @@ impl<F: StorageFile> Segment<F> {
             Err(error) if error.kind() == io::ErrorKind::Unsupported => self.reserving = false,
             Err(_) => {}
         }
+    }
+
+    /// Bytes of a buffered spare's old log still in the file past this log's end.
+    pub(super) fn spare_room(&self) -> u64 {
+        self.cached_to.saturating_sub(self.size_bytes)
+    }
+
+    /// Cuts the second half of the spare room from the file (old bytes only: the log's own
+    /// end, and what its journal writes next, come before it); returns the bytes cut.
+    pub(super) async fn give_up_half_spare_room(&mut self) -> io::Result<u64> {
+        let given_up = self.spare_room() / 2;
+        let to = self.cached_to - given_up;
+        self.log.truncate(to).await?;
+        self.cached_to = to;
+        self.reserved_to = self.reserved_to.min(to);
+        Ok(given_up)
     }
 
     /// Whether the entries held back have reached a limit.

@@ -20,7 +20,9 @@
 //! the spare holds, and every batch the new log takes is stamped at or above it (the
 //! partition's stamps never go below its floor). Recovery takes no batch under the floor.
 //! Buffered spares live only as long as the process: a start removes them with what is not
-//! a spare.
+//! a spare. A new log that finds none gets half of what another log of its shard has of a
+//! spare past its end (`PartitionLog::give_up_half_spare_room`): cut from that file, its
+//! cached pages are the first the kernel hands to the new log's writes.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::Detached;
+use super::{Detached, PartitionLog, Segment};
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
@@ -46,6 +48,9 @@ pub struct SpareLogCounters {
     /// Spares new logs were written over, and removed logs kept, since start.
     pub taken: AtomicU64,
     pub kept: AtomicU64,
+    /// Bytes of spares' old logs cut from logs written over them, for new logs that found
+    /// no spare, since start.
+    pub room_shared_bytes: AtomicU64,
 }
 
 /// A kept log file and the bytes it holds.
@@ -277,5 +282,26 @@ impl SpareLogs {
                 }
             }
         }
+    }
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// Bytes of a buffered spare's old log past the active log's end, still in its file.
+    pub fn spare_room(&self) -> u64 {
+        self.segments.last().map_or(0, Segment::spare_room)
+    }
+
+    /// Cuts the second half of the active log's spare room from its file, for a new log of
+    /// the same shard that found no spare: freed just before that log's first writes, the
+    /// cached pages are the first the kernel hands them. Returns the bytes cut.
+    pub async fn give_up_half_spare_room(&mut self) -> io::Result<u64> {
+        let given_up = match self.segments.last_mut() {
+            Some(active) => active.give_up_half_spare_room().await?,
+            None => 0,
+        };
+        if let Some(spares) = &self.spares {
+            spares.counters.room_shared_bytes.fetch_add(given_up, Relaxed);
+        }
+        Ok(given_up)
     }
 }

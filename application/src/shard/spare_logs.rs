@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{Partition, SPARE_LOGS_DIR, Shard};
+use crate::partition::MIN_SPARE_BYTES;
 use crate::ports::{Env, Storage};
 
 impl<E: Env> Shard<E> {
@@ -46,6 +47,32 @@ impl<E: Env> Shard<E> {
         }
         let (available, floor) = (data.disk_available.load(Relaxed), data.disk_floor.load(Relaxed));
         self.spares.fit_to_space(&self.storage, available, floor).await;
+    }
+
+    /// For a new partition whose buffered log found no spare: the log of this shard with the
+    /// most of a spare's old bytes past its end gives up half of them
+    /// (`PartitionLog::give_up_half_spare_room`). Where the host takes freed guest memory
+    /// back, a write into a fresh page costs several times one into a page just freed
+    /// (docs/direct-io.md). A log busy with an operation is passed over.
+    pub(super) async fn share_spare_room(&self) {
+        let partitions: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        let roomiest = partitions
+            .into_iter()
+            .filter_map(|partition| {
+                let room = partition.log.try_lock()?.spare_room();
+                Some((room, partition))
+            })
+            .filter(|(room, _)| *room >= MIN_SPARE_BYTES)
+            .max_by_key(|(room, _)| *room);
+        // Nothing ran since the scan (no await): the lock is still free.
+        let Some((_, partition)) = roomiest else { return };
+        let Some(mut log) = partition.log.try_lock() else { return };
+        if partition.closed.get() {
+            return;
+        }
+        if let Err(error) = log.give_up_half_spare_room().await {
+            tracing::debug!(%error, "a log cannot give up its spare room");
+        }
     }
 
     /// The shard's spares for a partition it opens: none when the budget is 0.
