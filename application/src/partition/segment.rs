@@ -313,6 +313,13 @@ impl<F: StorageFile> Segment<F> {
         }
     }
 
+    /// Records a cut of the file at `size_bytes`: no reserved block, no spare's old byte
+    /// past it.
+    fn cut_at_size(&mut self) {
+        self.reserved_to = self.size_bytes;
+        self.cached_to = self.cached_to.min(self.size_bytes);
+    }
+
     /// Bytes of a buffered spare's old log still in the file past this log's end.
     pub(super) fn spare_room(&self) -> u64 {
         self.cached_to.saturating_sub(self.size_bytes)
@@ -361,7 +368,7 @@ impl<F: StorageFile> Segment<F> {
         let index_len = (self.indexed * INDEX_ENTRY_SIZE) as u64;
         let cut = self.log.truncate(self.size_bytes).await.is_ok();
         if cut {
-            self.reserved_to = self.size_bytes;
+            self.cut_at_size();
         }
         if cut && self.index.truncate(index_len).await.is_ok() {
             let _ = self.log.sync().await;
@@ -405,7 +412,7 @@ impl<F: StorageFile> Segment<F> {
         self.write_index().await?;
         if cut {
             self.log.truncate(self.size_bytes).await?;
-            self.reserved_to = self.size_bytes;
+            self.cut_at_size();
         }
         self.log.sync().await?;
         self.index.sync().await
