@@ -264,6 +264,11 @@ impl SpareLogs {
         self.counters.taken.fetch_add(1, Relaxed);
     }
 
+    /// Counts bytes of a spare's old log cut for a new log that found no spare.
+    pub fn count_room_shared(&self, bytes: u64) {
+        self.counters.room_shared_bytes.fetch_add(bytes, Relaxed);
+    }
+
     /// A new direct log at `path` over the newest direct spare, with the bytes that spare holds,
     /// or `None` when there is none (or it cannot be reused: it is dropped then).
     pub async fn take<S: Storage>(&self, storage: &S, path: &Path) -> Option<(S::File, u64)> {
@@ -300,7 +305,7 @@ impl<S: Storage> PartitionLog<S> {
             None => 0,
         };
         if let Some(spares) = &self.spares {
-            spares.counters.room_shared_bytes.fetch_add(given_up, Relaxed);
+            spares.count_room_shared(given_up);
         }
         Ok(given_up)
     }

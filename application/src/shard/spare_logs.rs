@@ -55,17 +55,16 @@ impl<E: Env> Shard<E> {
     /// back, a write into a fresh page costs several times one into a page just freed
     /// (docs/direct-io.md). A log busy with an operation is passed over.
     pub(super) async fn share_spare_room(&self) {
-        let partitions: Vec<_> = self.partitions.borrow().values().cloned().collect();
-        let roomiest = partitions
-            .into_iter()
-            .filter_map(|partition| {
-                let room = partition.log.try_lock()?.spare_room();
-                Some((room, partition))
-            })
+        let roomiest = self
+            .partitions
+            .borrow()
+            .values()
+            .filter_map(|partition| Some((partition.log.try_lock()?.spare_room(), partition)))
             .filter(|(room, _)| *room >= MIN_SPARE_BYTES)
-            .max_by_key(|(room, _)| *room);
+            .max_by_key(|(room, _)| *room)
+            .map(|(_, partition)| partition.clone());
         // Nothing ran since the scan (no await): the lock is still free.
-        let Some((_, partition)) = roomiest else { return };
+        let Some(partition) = roomiest else { return };
         let Some(mut log) = partition.log.try_lock() else { return };
         if partition.closed.get() {
             return;
