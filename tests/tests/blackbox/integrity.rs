@@ -198,6 +198,11 @@ async fn the_scrubber_finds_a_flipped_byte_without_any_poll() -> anyhow::Result<
     let text = metrics()?;
     assert!(rill_tests::http::metric(&text, "rill_scrub_bytes_total").unwrap_or(0) > 0);
     assert_eq!(rill_tests::http::metric(&text, "rill_damaged_reads_total"), Some(0), "found with no poll");
+    // The counter goes up just before the line is written.
+    eventually(Duration::from_secs(5), "the scrubber's report is logged", || async {
+        Ok(log_lines(&server, "found_by=\"scrubber\"") > 0)
+    })
+    .await?;
     assert_eq!(log_lines(&server, "found_by=\"scrubber\""), 1, "logged once, naming who found it");
     Ok(())
 }

@@ -118,7 +118,10 @@ async fn requests_become_spans_and_logs_become_records_at_the_otlp_receiver() ->
 
     let deadline = Instant::now() + Duration::from_secs(15);
     let has = |name: &str| spans(&received).iter().any(|(n, _, _)| n == name);
-    while Instant::now() < deadline && !(has("send_messages") && has("poll_messages") && has("delete_stream")) {
+    // Traces and logs are posted one after the other in each flush.
+    let listening = || log_bodies(&received).iter().any(|body| body.contains("rill-server is listening"));
+    let all_in = || has("send_messages") && has("poll_messages") && has("delete_stream") && listening();
+    while Instant::now() < deadline && !all_in() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let spans = spans(&received);
