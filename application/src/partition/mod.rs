@@ -28,6 +28,7 @@ pub use offsets::{ConsumerKey, ConsumerOffsets};
 pub use poll::{POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
+use spares::buffered_over_spares;
 pub use spares::{BufferedSpare, MIN_SPARE_BYTES, SpareLogCounters, SpareLogs};
 
 use crate::memory_pool::PoolSlice;
@@ -231,7 +232,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         if segments.is_empty() {
             let first = match (spares.as_deref(), fresh_at_us) {
-                (Some(spares), Some(now_us)) if !settings.direct_log && spares.buffered_allowed() => {
+                (Some(spares), Some(now_us)) if buffered_over_spares(settings.direct_log, Some(spares)) => {
                     Segment::create_buffered(storage, dir, 0, spares, now_us).await?
                 }
                 (spares, _) => Segment::create_over(storage, dir, 0, settings.direct_log, spares).await?,

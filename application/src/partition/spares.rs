@@ -290,10 +290,21 @@ impl SpareLogs {
     }
 }
 
+/// Whether a partition's new buffered logs may go over its shard's buffered spares.
+pub(super) fn buffered_over_spares(direct_log: bool, spares: Option<&SpareLogs>) -> bool {
+    !direct_log && spares.is_some_and(SpareLogs::buffered_allowed)
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Bytes of a buffered spare's old log past the active log's end, still in its file.
     pub fn spare_room(&self) -> u64 {
         self.segments.last().map_or(0, Segment::spare_room)
+    }
+
+    /// Whether the log could have gone over a buffered spare and holds none of one past
+    /// its end: for a new partition's first log, one that found no spare to take.
+    pub fn lacks_buffered_spare(&self) -> bool {
+        buffered_over_spares(self.settings.direct_log, self.spares.as_deref()) && self.spare_room() == 0
     }
 
     /// Cuts the second half of the active log's spare room from its file, for a new log of

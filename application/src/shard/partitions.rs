@@ -189,10 +189,9 @@ impl<E: Env> Shard<E> {
         // A new partition's first log may go over a buffered spare (its copies elsewhere,
         // if replicated, would not share the floor: `SpareLogs::allow_buffered`).
         let fresh_at_us = (fresh && !replayed && self.group().is_none()).then(|| self.now_us());
-        let buffered_spares = spares.as_ref().is_some_and(|spares| spares.buffered_allowed()) && !settings.direct_log;
         let id = namespace.partition_id();
         let log = PartitionLog::open_with(&self.storage, &dir, id, settings, clean, spares, fresh_at_us).await?;
-        if fresh_at_us.is_some() && buffered_spares && log.spare_room() == 0 {
+        if fresh_at_us.is_some() && log.lacks_buffered_spare() {
             self.share_spare_room().await;
         }
         if recorded != Some(created_at) {
