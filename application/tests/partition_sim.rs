@@ -1,8 +1,8 @@
 //! Seeded simulation of a partition's write path on simulated storage: appends, flushes,
 //! consumer-offset stores, segment rolls, retention, polls, graceful restarts, power loss
 //! (unsynced bytes lost, a torn tail kept), purges and failing storage calls, with the
-//! segments retention deletes kept as spare logs that later rolls write over (taken up
-//! again after each restart), in one thread and
+//! segments retention deletes kept as the partition's spare logs that its later rolls
+//! write over (taken up again after each restart), in one thread and
 //! replayable from its seed. Checks after every restart: every message acknowledged on a
 //! persisted topic is present, byte-exact, at its offset; an offset once acknowledged never
 //! holds anything else; nothing appears that was never sent; a stored (fsynced) consumer
@@ -14,7 +14,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -22,7 +21,7 @@ use common::{Rng, messages, pool};
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
 use rill_application::partition::{
-    ConsumerKey, PartitionLog, PartitionSettings, REPLY_ROOM, SpareLogCounters, SpareLogs, remove_detached,
+    ConsumerKey, PartitionLog, PartitionSettings, REPLY_ROOM, SpareBudget, SpareLogCounters, remove_detached,
 };
 use rill_domain::batch;
 
@@ -52,8 +51,8 @@ struct Run {
     /// When the partition is purged: a generator of its own, so the other draws stay those
     /// of a run without purges.
     purges: Rng,
-    /// Deleted segments' logs, for new direct segments to be written over.
-    spares: Rc<SpareLogs>,
+    /// The budget of the logs of deleted segments the partition keeps to write over.
+    spares: SpareBudget,
 }
 
 const DIR: &str = "/p";
@@ -64,9 +63,9 @@ thread_local! {
 }
 const CONSUMER: ConsumerKey = ConsumerKey::Consumer(1);
 
-/// A shard's spare logs as at start: 64 KiB of them, the simulation's small logs kept.
-fn new_spares() -> Rc<SpareLogs> {
-    Rc::new(SpareLogs::new("/spares".into(), 64 << 10, SPARE_COUNTERS.with(Arc::clone)).keeping_from(1))
+/// The spare budget a server starts with: 64 KiB, the simulation's small logs kept.
+fn new_spares() -> SpareBudget {
+    SpareBudget::new(64 << 10, SPARE_COUNTERS.with(Arc::clone)).keeping_from(1)
 }
 
 impl Run {
@@ -84,9 +83,8 @@ impl Run {
         };
         let storage = SimStorage::new();
         let spares = new_spares();
-        let log =
-            block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone()), None))
-                .expect("a new partition");
+        let log = block_on(PartitionLog::open_with(&storage, Path::new(DIR), 0, settings, true, Some(spares.clone())))
+            .expect("a new partition");
         let purges = Rng::seeded(seed ^ 0x9e7);
         let model = Model::default();
         Self { seed, rng, storage, settings, log, model, step: 0, heal_at_step: None, crashes: 0, purges, spares }
@@ -133,8 +131,10 @@ impl Run {
         if self.log.segments_count() < 2 {
             return;
         }
-        if let Ok(detached) = block_on(self.log.detach_oldest(&self.storage, 1)) {
-            block_on(self.spares.keep_detached(&self.storage, &detached));
+        if let Ok(mut detached) = block_on(self.log.detach_oldest(&self.storage, 1)) {
+            // As a shard's pass: readied off the lock, kept under it.
+            block_on(detached.prepare_spares(&self.storage));
+            block_on(self.log.keep_spares(&self.storage, &mut detached));
             let _ = block_on(remove_detached(&self.storage, &detached));
             let first = self.log.first_offset();
             self.model.acked.retain(|&offset, _| offset >= first);
@@ -202,14 +202,9 @@ impl Run {
 
     /// Reopens the partition (after a graceful stop, or a power loss) and checks it.
     fn reopen(&mut self, clean: bool) {
-        // As a shard at start: the spares the run before kept are taken up again.
-        self.spares = new_spares();
-        if let Err(error) = block_on(self.spares.recover(&self.storage)) {
-            self.fail(format!("spares not taken up: {error}"));
-        }
+        // As a partition at start: the spares the run before kept are taken up again.
         let spares = Some(self.spares.clone());
-        let log =
-            block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares, None));
+        let log = block_on(PartitionLog::open_with(&self.storage, Path::new(DIR), 0, self.settings, clean, spares));
         self.log = log.unwrap_or_else(|e| self.fail(format!("reopen (clean {clean}): {e}")));
         // A graceful stop syncs everything; a power loss keeps what a persisted topic synced.
         let durable = clean || self.settings.enforce_fsync;

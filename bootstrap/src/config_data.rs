@@ -126,7 +126,6 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
         direct_io_cache_bytes: cache_size(leaves, "system.partition.direct_io_cache")?,
         spare_logs_bytes: cache_size(leaves, "system.partition.spare_logs")?,
         // A floor is one node's: copies of a replicated partition must stamp alike.
-        buffered_spare_logs: !(flag(leaves, "cluster.enabled") && flag(leaves, "cluster.replicate_partitions")),
     })
 }
 

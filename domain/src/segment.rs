@@ -13,27 +13,6 @@ pub fn index_file_name(start_offset: u64) -> String {
     format!("{start_offset:020}.index")
 }
 
-/// `<20-digit start offset>.floor`: beside a log written over a spare's old bytes, the
-/// lowest timestamp a batch of that log can carry. Every old batch is older, so recovery
-/// tells them apart by it (`encode_floor`).
-pub fn floor_file_name(start_offset: u64) -> String {
-    format!("{start_offset:020}.floor")
-}
-
-/// A floor file's bytes: the floor (µs), then the XXH3-64 of those 8 bytes.
-pub fn encode_floor(floor: u64) -> Vec<u8> {
-    let mut out = floor.to_le_bytes().to_vec();
-    out.extend_from_slice(&crate::checksum::xxh3_64(&out).to_le_bytes());
-    out
-}
-
-/// The floor a floor file holds; `None` when its bytes are not one (torn or rotten).
-pub fn decode_floor(bytes: &[u8]) -> Option<u64> {
-    let (floor, checksum) = (bytes.get(..8)?, bytes.get(8..16)?);
-    (bytes.len() == 16 && crate::checksum::xxh3_64(floor).to_le_bytes() == checksum)
-        .then(|| u64::from_le_bytes(floor.try_into().expect("eight bytes")))
-}
-
 /// Parses a segment's start offset from a `.log` file name.
 pub fn parse_log_file_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;
@@ -94,20 +73,6 @@ pub fn find_by_timestamp(entries: &[IndexEntry], timestamp: u64) -> Option<usize
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_floor_reads_back_and_a_damaged_one_does_not() {
-        let bytes = encode_floor(1_700_000_000_000_001);
-        assert_eq!(decode_floor(&bytes), Some(1_700_000_000_000_001));
-        for at in 0..bytes.len() {
-            let mut rotten = bytes.clone();
-            rotten[at] ^= 0x04;
-            assert_eq!(decode_floor(&rotten), None, "flip at {at}");
-        }
-        assert_eq!(decode_floor(&bytes[..15]), None);
-        assert_eq!(decode_floor(&[bytes.clone(), vec![0]].concat()), None);
-        assert_eq!(floor_file_name(42), "00000000000000000042.floor");
-    }
 
     fn entries() -> Vec<IndexEntry> {
         (0..4)

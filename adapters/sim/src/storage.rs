@@ -418,13 +418,6 @@ impl Storage for SimStorage {
         Ok(file)
     }
 
-    async fn reuse_buffered(&self, spare: &Path, path: &Path) -> io::Result<SimFile> {
-        // The old bytes stay, written and durable: a crash before the new ones are synced
-        // shows them again, as a disk would.
-        self.rename(spare, path).await?;
-        self.open_file(path, false)
-    }
-
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
         if !disk.dirs.contains(path) {

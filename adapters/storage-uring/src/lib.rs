@@ -213,12 +213,6 @@ impl Storage for UringStorage {
         Ok(file)
     }
 
-    async fn reuse_buffered(&self, spare: &Path, path: &Path) -> io::Result<UringFile> {
-        // The file keeps its length and its cached pages: writes over them allocate nothing.
-        self.rename(spare, path).await?;
-        self.open(path).await
-    }
-
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         compio::fs::create_dir_all(path).await
     }

@@ -304,12 +304,15 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ),
         ("sends_refused_total", "Sends refused: read-only partition or disk below its floor.", &data.sends_refused),
         ("deduplicated_messages_total", "Messages dropped as duplicates of a stored id.", &data.duplicates_dropped),
-        ("spare_logs_taken_total", "New direct logs written over a spare log's blocks.", &data.spare_logs.taken),
-        ("spare_logs_kept_total", "Removed segments' log files kept as spares.", &data.spare_logs.kept),
         (
-            "spare_room_shared_bytes_total",
-            "Bytes of spares' old logs cut from the logs written over them, freeing their cached pages for new logs that found no spare.",
-            &data.spare_logs.room_shared_bytes,
+            "spare_logs_taken_total",
+            "New direct segments written over their partition's spare logs.",
+            &data.spare_logs.taken,
+        ),
+        (
+            "spare_logs_kept_total",
+            "Direct logs retention removed, kept by their partitions as spares.",
+            &data.spare_logs.kept,
         ),
     ];
     let bus = &context.telemetry().bus;
@@ -336,7 +339,7 @@ fn render_data(out: &mut String, context: &GatewayContext, stats: &Stats) {
         ("disk_min_free_bytes", "The free-space floor below which sends are refused.", stats.disk_min_free_bytes),
         ("disk_below_floor", "1 while sends are refused for lack of free space.", stats.disk_below_floor as u64),
         ("data_directory_bytes", "Bytes of every file under the data directory.", stats.data_directory_bytes),
-        ("spare_logs", "Removed segments' log files kept for new logs to be written over.", spares.files.load(Relaxed)),
+        ("spare_logs", "Removed segments' logs their partitions keep to write over.", spares.files.load(Relaxed)),
         ("spare_log_bytes", "Bytes the spare logs hold.", spares.bytes.load(Relaxed)),
     ];
     for (name, help, value) in gauges {

@@ -10,6 +10,7 @@ use rill_domain::dedup::DedupWindow;
 use rill_domain::retention::SealedSegment;
 use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
 
+use super::spares::{prepare_spare, spare_path};
 use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, Segment, batch_matches, within_frame};
 use crate::memory_pool::PoolSlice;
 use crate::partition::DamagedBatch;
@@ -23,9 +24,37 @@ pub struct Detached {
     pub segments: u32,
     pub messages: u64,
     pub bytes: u64,
-    /// The renamed logs that may become spares, with their lengths: a direct log's, not
-    /// read by a poll when it was detached (none are read after).
-    pub spare_logs: Vec<(PathBuf, u64)>,
+    /// The renamed logs that may become the partition's spares: a direct log's, not read by
+    /// a poll when it was detached (none are read after).
+    pub spare_candidates: Vec<SpareCandidate>,
+    /// The partition's generation when they were detached: a purge since removed them.
+    pub generation: u64,
+}
+
+/// A detached direct log that may become a spare of its own partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpareCandidate {
+    /// Its path, renamed `*.deleted`.
+    pub log: PathBuf,
+    pub start_offset: u64,
+    pub bytes: u64,
+}
+
+impl Detached {
+    /// Readies the spare candidates off the partition's lock ([`prepare_spare`]); one that
+    /// cannot be readied is removed with the rest.
+    pub async fn prepare_spares<S: Storage>(&mut self, storage: &S) {
+        let mut ready = Vec::with_capacity(self.spare_candidates.len());
+        for candidate in std::mem::take(&mut self.spare_candidates) {
+            match prepare_spare(storage, &candidate.log).await {
+                Ok(()) => ready.push(candidate),
+                Err(error) => {
+                    tracing::debug!(%error, log = %candidate.log.display(), "a removed segment's log is not kept as a spare");
+                }
+            }
+        }
+        self.spare_candidates = ready;
+    }
 }
 
 /// Removes the files of detached segments; one already gone is not an error.
@@ -88,7 +117,7 @@ impl<S: Storage> PartitionLog<S> {
     /// the lock. A rename that fails stops the pass there; what was detached stays detached.
     pub async fn detach_oldest(&mut self, storage: &S, count: usize) -> io::Result<Detached> {
         let count = count.min(self.segments.len().saturating_sub(1));
-        let mut detached = Detached::default();
+        let mut detached = Detached { generation: self.generation, ..Detached::default() };
         for _ in 0..count {
             let start = self.segments[0].start_offset;
             let names = [index_file_name(start), log_file_name(start)];
@@ -112,12 +141,9 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
             let segment = self.segments.remove(0);
-            if segment.floor > 0 {
-                // Its floor goes with it (a start would remove it as an orphan anyway).
-                detached.paths.push(self.dir.join(rill_domain::segment::floor_file_name(start)));
-            }
-            if self.settings.direct_log && self.may_keep_as_spare(&segment) {
-                detached.spare_logs.push((renamed[1].1.clone(), segment.size_bytes));
+            if self.may_keep_as_spare(&segment) {
+                let log = renamed[1].1.clone();
+                detached.spare_candidates.push(SpareCandidate { log, start_offset: start, bytes: segment.size_bytes });
             }
             detached.paths.extend(renamed.map(|(_, deleted)| deleted));
             detached.segments += 1;
@@ -186,12 +212,30 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Deletes the oldest `count` sealed segments now (DELETE_SEGMENTS); returns how many.
     pub async fn delete_segments(&mut self, storage: &S, count: u32) -> io::Result<Detached> {
-        let detached = self.detach_oldest(storage, count as usize).await?;
-        if let Some(spares) = &self.spares {
-            spares.keep_detached(storage, &detached).await;
-        }
+        let mut detached = self.detach_oldest(storage, count as usize).await?;
+        detached.prepare_spares(storage).await;
+        self.keep_spares(storage, &mut detached).await;
         remove_detached(storage, &detached).await?;
         Ok(detached)
+    }
+
+    /// Whether a segment leaving the partition may leave its log as a spare: a direct log,
+    /// where the server keeps spares, that no poll reads (none can once it is gone).
+    fn may_keep_as_spare(&self, segment: &Segment<S::File>) -> bool {
+        self.settings.direct_log && self.spares.is_some() && !segment.log_shared()
+    }
+
+    /// Keeps the readied spare candidates the budget admits as this partition's spares
+    /// (renamed `<start>.spare`); what is kept leaves `detached`'s files to remove. None
+    /// are kept when a purge came between the detaching and now.
+    pub async fn keep_spares(&mut self, storage: &S, detached: &mut Detached) {
+        let Some(spares) = self.spares.as_mut().filter(|_| detached.generation == self.generation) else { return };
+        for candidate in std::mem::take(&mut detached.spare_candidates) {
+            let spare = spare_path(&self.dir, candidate.start_offset);
+            if spares.keep(storage, &candidate.log, spare, candidate.bytes).await {
+                detached.paths.retain(|path| *path != candidate.log);
+            }
+        }
     }
 
     /// The next whole batches (about `max_bytes`) of the first sealed segment starting at

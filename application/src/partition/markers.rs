@@ -1,5 +1,5 @@
 //! Small files a partition writes whole and makes durable before it relies on them: the
-//! shard's incarnation markers (`created_at`, `purged_at`, ...) and a log's floor.
+//! shard's incarnation markers (`created_at`, `purged_at`, ...).
 
 use std::io;
 use std::path::Path;

@@ -15,7 +15,6 @@ mod spares;
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use rill_domain::batch::{self, BatchHeader};
 use rill_domain::dedup::DedupWindow;
@@ -23,16 +22,15 @@ use rill_domain::segment::parse_log_file_name;
 use rill_domain::topic_options::TopicSettings;
 use rill_domain::wire::response::Usage;
 
-pub use maintenance::{Detached, ScrubChunk, remove_detached};
+pub use maintenance::{Detached, ScrubChunk, SpareCandidate, remove_detached};
 pub use offsets::{ConsumerKey, ConsumerOffsets};
 pub use poll::{POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DamagedBatch, Segment, batch_matches, within_frame};
-use spares::buffered_over_spares;
-pub use spares::{BufferedSpare, MIN_SPARE_BYTES, SpareLogCounters, SpareLogs};
+pub use spares::{MAX_SPARES_PER_PARTITION, MIN_SPARE_BYTES, OwnSpares, SPARE_SUFFIX, SpareBudget, SpareLogCounters};
 
 use crate::memory_pool::PoolSlice;
-use crate::ports::{Storage, StorageFile};
+use crate::ports::Storage;
 
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
@@ -172,8 +170,9 @@ pub struct PartitionLog<S: Storage> {
     /// A purge removed the files and could not make the new ones: the segments still held
     /// are gone from disk, and the next write makes the new files first.
     purge_pending: bool,
-    /// The shard's spare logs, which new direct segments are written over.
-    spares: Option<Rc<SpareLogs>>,
+    /// The log files of this partition's removed direct segments, which its new direct
+    /// segments are written over; `None` where the server keeps no spares.
+    spares: Option<OwnSpares>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -186,31 +185,41 @@ impl<S: Storage> PartitionLog<S> {
         settings: PartitionSettings,
         clean: bool,
     ) -> io::Result<Self> {
-        Self::open_with(storage, dir, partition_id, settings, clean, None, None).await
+        Self::open_with(storage, dir, partition_id, settings, clean, None).await
     }
 
-    /// Like `open`, new direct segments written over the shard's `spares` when it has one;
-    /// with `fresh_at_us` (the clock, for a partition just created), a first buffered log
-    /// over a buffered spare ([`Segment::create_buffered`]).
+    /// Like `open`, the log files of segments it removes kept (within `spares`, the
+    /// server's budget) for its new direct segments to be written over, and the spares its
+    /// directory holds taken up.
     pub async fn open_with(
         storage: &S,
         dir: &Path,
         partition_id: u32,
         settings: PartitionSettings,
         clean: bool,
-        spares: Option<Rc<SpareLogs>>,
-        fresh_at_us: Option<u64>,
+        spares: Option<SpareBudget>,
     ) -> io::Result<Self> {
         storage.create_dir_all(dir).await?;
         let names = storage.list_dir(dir).await?;
         let orphan = |name: &String, suffix: &str| {
             name.strip_suffix(suffix).is_some_and(|stem| !names.contains(&format!("{stem}.log")))
         };
-        let leftovers =
-            names.iter().filter(|n| n.ends_with(DELETED_SUFFIX) || orphan(n, ".index") || orphan(n, ".floor"));
+        let mut spares = spares.filter(|_| settings.direct_log).map(OwnSpares::new);
+        // A `.floor` file is an earlier version's, beside a log it wrote over another
+        // partition's file; nothing reads it now.
+        let leftovers = names.iter().filter(|n| {
+            n.ends_with(DELETED_SUFFIX)
+                || orphan(n, ".index")
+                || n.ends_with(".floor")
+                || (n.ends_with(SPARE_SUFFIX) && spares.is_none())
+        });
         for leftover in leftovers {
-            // A cleaning pass renamed or half-renamed a segment and stopped before removing it.
+            // A cleaning pass renamed or half-renamed a segment and stopped before removing
+            // it, or a spare is left that this log does not keep.
             storage.remove_file(&dir.join(leftover)).await?;
+        }
+        if let Some(spares) = &mut spares {
+            spares.take_up(storage, dir, &names).await?;
         }
         let mut starts: Vec<u64> = names.iter().filter_map(|n| parse_log_file_name(n)).collect();
         starts.sort_unstable();
@@ -222,7 +231,6 @@ impl<S: Storage> PartitionLog<S> {
                 next_start: starts.get(i + 1).copied(),
                 // A sealed segment is never written again.
                 direct: last && settings.direct_log,
-                floor_file: names.contains(&rill_domain::segment::floor_file_name(start)),
             };
             let (segment, recovery) = Segment::load(storage, dir, start, mode).await?;
             if recovery != Recovery::default() {
@@ -231,18 +239,10 @@ impl<S: Storage> PartitionLog<S> {
             segments.push(segment);
         }
         if segments.is_empty() {
-            let first = match (spares.as_deref(), fresh_at_us) {
-                (Some(spares), Some(now_us)) if buffered_over_spares(settings.direct_log, Some(spares)) => {
-                    Segment::create_buffered(storage, dir, 0, spares, now_us).await?
-                }
-                (spares, _) => Segment::create_over(storage, dir, 0, settings.direct_log, spares).await?,
-            };
-            segments.push(first);
+            segments.push(Segment::create_over(storage, dir, 0, settings.direct_log, spares.as_mut()).await?);
         }
         let next_offset = segments.last().map_or(0, |s| s.end_offset());
-        let last_stamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
-        // Stamps never go under the active log's floor, from the first one on.
-        let last_timestamp = last_stamp.max(segments.last().map_or(0, |s| s.floor));
+        let last_timestamp = segments.iter().rev().find_map(|s| s.entries.last()).map_or(0, |e| e.timestamp);
         let offsets = ConsumerOffsets::load(storage, dir).await?;
         let mut log = Self {
             dir: dir.to_path_buf(),
@@ -337,8 +337,6 @@ impl<S: Storage> PartitionLog<S> {
         } else {
             now_us.max(self.last_timestamp)
         };
-        // Nor under the active log's floor, which recovery holds its batches to.
-        let now_us = now_us.max(self.segments.last().map_or(0, |s| s.floor));
         let mut duplicates = 0;
         let mut ids: Option<Vec<u128>> = None;
         if let Some(window) = &mut self.dedup {
@@ -598,8 +596,7 @@ impl<S: Storage> PartitionLog<S> {
         // the blocks reserved for appends that will not come.
         self.segments.last_mut().unwrap().sync_releasing().await?;
         let direct = self.settings.direct_log;
-        let segment = match Segment::create_over(storage, &self.dir, start_offset, direct, self.spares.as_deref()).await
-        {
+        let segment = match Segment::create_over(storage, &self.dir, start_offset, direct, self.spares.as_mut()).await {
             Ok(segment) => segment,
             Err(error) => {
                 // Best effort: a half-created segment must not outlive the failed roll (the
@@ -641,39 +638,16 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
-    /// Keeps the segments' log files as the shard's spares, newest first, while its budget
-    /// has room: for a removed partition (closed, its lock held), whose files go next. A
-    /// log a poll is still reading (its file shared) stays, to go with the others. Only a
-    /// direct log's: a buffered one's pages would stay cached with it, and the next writes
-    /// would take fresh pages instead of the ones its removal frees (on a VM whose host
-    /// backs memory lazily, the cost docs/direct-io.md measures).
-    pub async fn keep_as_spares(&self, storage: &S) {
-        let Some(spares) = &self.spares else { return };
-        for segment in self.segments.iter().rev().filter(|s| self.may_keep_as_spare(s)) {
-            if self.settings.direct_log {
-                spares.keep(storage, segment.log_path(), segment.size_bytes).await;
-            } else if let Some((file_bytes, newest)) = self.newest_stamp_in(segment).await {
-                spares.keep_buffered(storage, segment.log_path(), file_bytes, newest).await;
-            }
+    /// Spares this partition holds.
+    pub fn spare_count(&self) -> usize {
+        self.spares.as_ref().map_or(0, OwnSpares::count)
+    }
+
+    /// Removes the partition's spares (the volume is short of free space).
+    pub async fn remove_spares(&mut self, storage: &S) {
+        if let Some(spares) = &mut self.spares {
+            spares.remove_all(storage).await;
         }
-    }
-
-    /// Whether a segment leaving the partition may leave its log as a spare: the shard keeps
-    /// spares (buffered ones too, for a buffered log), and no poll reads the log (none can
-    /// once it is gone).
-    fn may_keep_as_spare(&self, segment: &Segment<S::File>) -> bool {
-        let kind_kept = self.settings.direct_log || self.spares.as_ref().is_some_and(|s| s.buffered_allowed());
-        self.spares.is_some() && kind_kept && !segment.log_shared()
-    }
-
-    /// A buffered log file's length and the newest stamp of any batch it holds: its
-    /// entries', when nothing lies past them but a spare's older bytes (`None` otherwise:
-    /// recovery left bytes of unknown age past the last batch it could read).
-    async fn newest_stamp_in(&self, segment: &Segment<S::File>) -> Option<(u64, u64)> {
-        let file_len = segment.log.len().await.ok()?;
-        let newest = segment.entries.iter().map(|entry| entry.timestamp).max().unwrap_or(0);
-        let known = segment.reused || file_len <= segment.size_bytes;
-        known.then_some((file_len.max(segment.size_bytes), newest.max(segment.floor)))
     }
 
     /// Deletes every message and stored offset; the partition starts again at offset 0.
@@ -683,6 +657,10 @@ impl<S: Storage> PartitionLog<S> {
         if let Err(error) = storage.remove_dir_all(&self.dir).await {
             self.write_failure = Some(error.kind());
             return Err(error);
+        }
+        // Its spares went with the directory: the purged messages are nowhere.
+        if let Some(spares) = &mut self.spares {
+            spares.forget_all();
         }
         self.purge_pending = true;
         self.finish_purge(storage).await

@@ -40,8 +40,6 @@ pub struct LoadMode {
     pub direct: bool,
     /// The start offset of the next segment, which bounds this one's offsets.
     pub next_start: Option<u64>,
-    /// The segment has a floor file (`Segment::create_buffered`), as the directory listed.
-    pub floor_file: bool,
 }
 
 impl<F: StorageFile> Segment<F> {
@@ -63,9 +61,6 @@ impl<F: StorageFile> Segment<F> {
         let offset_limit = mode.next_start.map(|next| next.saturating_sub(start_offset));
         keep_consistent_prefix(&mut entries, log_len, offset_limit);
         let mut segment = Self::opened(start_offset, log_path, log, index, entries, mode.direct);
-        if mode.floor_file {
-            segment.floor = read_floor(storage, dir, start_offset).await?;
-        }
         let kept = if mode.torn_tail_possible {
             // After an unclean stop the trailing batches that fail are a torn write (never
             // fsynced, so never acknowledged on a persisted topic). Damage before the last
@@ -105,7 +100,7 @@ impl<F: StorageFile> Segment<F> {
             }
             let (result, buf) = self.log.read_exact_at(scratch(entry.length as usize), entry.position as u64).await;
             result?;
-            if batch_matches(&buf, entry, self.start_offset, true) && self.above_floor(&buf) {
+            if batch_matches(&buf, entry, self.start_offset, true) {
                 return Ok(kept);
             }
         }
@@ -150,8 +145,7 @@ impl<F: StorageFile> Segment<F> {
             result?;
             let length = BatchHeader::read(&head).batch_length;
             let fits = (BATCH_HEADER_SIZE as u64..=MAX_FRAME_SIZE as u64).contains(&length)
-                && entry.position as u64 + length <= log_len
-                && self.above_floor(&head);
+                && entry.position as u64 + length <= log_len;
             if fits && self.verifies_at(entry.position as u64, length).await? {
                 return Ok(kept);
             }
@@ -216,7 +210,6 @@ impl<F: StorageFile> Segment<F> {
             || length > MAX_FRAME_SIZE as u64
             || self.size_bytes + length > log_len
             || header.base_offset != self.end_offset()
-            || header.base_timestamp < self.floor
             || next_start.is_some_and(|next| header.base_offset.saturating_add(u64::from(header.message_count)) > next)
         {
             return Ok(None);
@@ -277,7 +270,6 @@ impl<F: StorageFile> Segment<F> {
                 let header = BatchHeader::read(head);
                 let position = window_start + at as u64;
                 let plausible = header.base_offset > expected
-                    && header.base_timestamp >= self.floor
                     && next_start.is_none_or(|next| header.base_offset < next)
                     && header.base_offset - self.start_offset <= u32::MAX as u64
                     && (BATCH_HEADER_SIZE as u64..=MAX_FRAME_SIZE as u64).contains(&header.batch_length)
@@ -290,12 +282,6 @@ impl<F: StorageFile> Segment<F> {
             window_start += (len - BATCH_HEADER_SIZE + 1) as u64;
         }
         Ok(None)
-    }
-
-    /// Whether the batch whose header `head` begins with is stamped at or above the floor:
-    /// under it, it is a spare's old batch, not this log's.
-    fn above_floor(&self, head: &[u8]) -> bool {
-        BatchHeader::read(head).base_timestamp >= self.floor
     }
 
     async fn verifies_at(&self, position: u64, length: u64) -> io::Result<bool> {
@@ -314,20 +300,6 @@ impl<F: StorageFile> Segment<F> {
         result?;
         self.index.sync().await
     }
-}
-
-/// The floor in a log's floor file (`Segment::create_buffered`). One that does not decode
-/// was torn before its sync returned, and the spare never became the log: it counts as none.
-async fn read_floor<S: Storage>(storage: &S, dir: &Path, start_offset: u64) -> io::Result<u64> {
-    let path = dir.join(segment::floor_file_name(start_offset));
-    let file = storage.open(&path).await?;
-    let len = file.len().await?.min(64) as usize;
-    let (result, bytes) = file.read_exact_at(scratch(len), 0).await;
-    result?;
-    Ok(segment::decode_floor(&bytes).unwrap_or_else(|| {
-        tracing::warn!(path = %path.display(), "a floor file that does not decode is ignored");
-        0
-    }))
 }
 
 async fn read_index<F: StorageFile>(index: &F) -> io::Result<Vec<IndexEntry>> {

@@ -13,7 +13,7 @@ use rill_domain::batch::{self, BatchHeader, StoredBatch};
 use rill_domain::constants::{INDEX_ENTRY_SIZE, MAX_FRAME_SIZE, MAX_IOVECS_PER_WRITE};
 use rill_domain::segment::{self, IndexEntry};
 
-use super::spares::SpareLogs;
+use super::spares::OwnSpares;
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
@@ -56,12 +56,6 @@ pub struct Segment<F> {
     /// The log is a spare's file written over: its old bytes run on past `size_bytes`
     /// until a seal or a stop cuts them.
     pub(super) reused: bool,
-    /// Where a buffered spare's old bytes, written over by this log, end in the file: the
-    /// pages past `size_bytes` up to here were cached with the spare (0 for any other log).
-    pub(super) cached_to: u64,
-    /// The lowest timestamp a batch of this log carries: above every old byte's batch when
-    /// the log is a buffered spare written over (its floor file), 0 otherwise.
-    pub floor: u64,
 }
 
 /// A stored batch that failed its check on a read: never served.
@@ -103,12 +97,8 @@ pub fn batch_matches(record: &[u8], entry: &IndexEntry, start_offset: u64, valid
     if !sound {
         return false;
     }
-    // The stamp too: where a log went over a spare, an old batch of the same shape and
-    // offsets may lie at an indexed place whose write never reached the disk.
     let header = BatchHeader::read(record);
-    header.base_offset == start_offset + entry.relative_offset as u64
-        && header.message_count == entry.message_count
-        && header.base_timestamp == entry.timestamp
+    header.base_offset == start_offset + entry.relative_offset as u64 && header.message_count == entry.message_count
 }
 
 impl<F: StorageFile> Segment<F> {
@@ -144,13 +134,14 @@ impl<F: StorageFile> Segment<F> {
         Self::create_over(storage, dir, start_offset, direct, None).await
     }
 
-    /// Like `create`, a direct log written over a spare's blocks when `spares` has one.
+    /// Like `create`, a direct log written over one of its partition's spares when
+    /// `spares` holds one.
     pub async fn create_over<S: Storage<File = F>>(
         storage: &S,
         dir: &Path,
         start_offset: u64,
         direct: bool,
-        spares: Option<&SpareLogs>,
+        spares: Option<&mut OwnSpares>,
     ) -> io::Result<Self> {
         // The log file's name is what makes a segment exist at start (an index alone is
         // removed), so it is created last: a creation that fails half-way leaves no segment
@@ -176,50 +167,6 @@ impl<F: StorageFile> Segment<F> {
         Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), direct))
     }
 
-    /// A new buffered segment: the log of a fresh partition written over the shard's
-    /// newest buffered spare when it has one whose floor is at most `now_us`
-    /// (`spares::SpareLogs::take_buffered`), an ordinary new one otherwise. The floor file
-    /// is durable, directory entry and all, before the spare's bytes become the log, so a
-    /// log found at start without a whole floor file never held a spare's bytes.
-    pub async fn create_buffered<S: Storage<File = F>>(
-        storage: &S,
-        dir: &Path,
-        start_offset: u64,
-        spares: &SpareLogs,
-        now_us: u64,
-    ) -> io::Result<Self> {
-        let Some(spare) = spares.take_buffered(now_us) else {
-            return Self::create(storage, dir, start_offset, false).await;
-        };
-        let floor_path = dir.join(segment::floor_file_name(start_offset));
-        let reused = async {
-            super::markers::write_synced(storage, dir, &floor_path, segment::encode_floor(spare.floor)).await?;
-            let index = storage.open(&dir.join(segment::index_file_name(start_offset))).await?;
-            index.truncate(0).await?;
-            let log_path = dir.join(segment::log_file_name(start_offset));
-            let log = storage.reuse_buffered(&spare.path, &log_path).await?;
-            io::Result::Ok(Self::opened(start_offset, log_path, log, index, Vec::new(), false))
-        };
-        match reused.await {
-            Ok(mut segment) => {
-                spares.count_taken();
-                segment.reserved_to = spare.bytes;
-                segment.cached_to = spare.bytes;
-                segment.reused = true;
-                segment.floor = spare.floor;
-                Ok(segment)
-            }
-            Err(error) => {
-                // A new, empty log instead. Its floor file may be whole: it keeps to it.
-                tracing::warn!(%error, spare = %spare.path.display(), "a buffered spare cannot be reused");
-                let _ = storage.remove_file(&spare.path).await;
-                let mut segment = Self::create(storage, dir, start_offset, false).await?;
-                segment.floor = spare.floor;
-                Ok(segment)
-            }
-        }
-    }
-
     /// A segment over open files, its `entries` not yet checked against the log (its size
     /// and the entries the index file holds are set by whoever opened it).
     pub(super) fn opened(
@@ -243,8 +190,6 @@ impl<F: StorageFile> Segment<F> {
             reserved_to: 0,
             reserving: true,
             reused: false,
-            cached_to: 0,
-            floor: 0,
         }
     }
 
@@ -313,27 +258,9 @@ impl<F: StorageFile> Segment<F> {
         }
     }
 
-    /// Records a cut of the file at `size_bytes`: no reserved block, no spare's old byte
-    /// past it.
+    /// Records a cut of the file at `size_bytes`: no reserved block past it.
     fn cut_at_size(&mut self) {
         self.reserved_to = self.size_bytes;
-        self.cached_to = self.cached_to.min(self.size_bytes);
-    }
-
-    /// Bytes of a buffered spare's old log still in the file past this log's end.
-    pub(super) fn spare_room(&self) -> u64 {
-        self.cached_to.saturating_sub(self.size_bytes)
-    }
-
-    /// Cuts the second half of the spare room from the file (old bytes only: the log's own
-    /// end, and what its journal writes next, come before it); returns the bytes cut.
-    pub(super) async fn give_up_half_spare_room(&mut self) -> io::Result<u64> {
-        let given_up = self.spare_room() / 2;
-        let to = self.cached_to - given_up;
-        self.log.truncate(to).await?;
-        self.cached_to = to;
-        self.reserved_to = self.reserved_to.min(to);
-        Ok(given_up)
     }
 
     /// Whether the entries held back have reached a limit.

@@ -57,10 +57,8 @@ pub enum PartitionOp {
         /// When the metadata created the partition: which incarnation of its ids it is.
         created_at: u64,
     },
-    /// Closes the partition for a deletion the metadata committed at `deleted_at`.
-    Remove {
-        deleted_at: u64,
-    },
+    /// Closes the partition for a deletion the metadata committed; its files go next.
+    Remove,
     /// Empties the partition; `incarnation` is the purge's metadata timestamp, which a
     /// replicated partition's group records (docs/vsr.md, "Partition groups").
     Purge {

@@ -18,11 +18,6 @@
 //!   written. On such a file every append also leaves at least `REUSE_GUARD_BYTES` zero
 //!   bytes after its end on disk, so a scan after a crash stops where the writes did and
 //!   never reads on into the old bytes. Truncating the file (a seal, a recovery) drops them.
-//! - `reuse_buffered` moves a spare file to a path and opens it like `open`, for appends
-//!   from its start over the bytes (and the cached pages) it holds; its old bytes stay past
-//!   what was written, in memory and on disk, and nothing guards them: the caller must be
-//!   able to tell them apart after a crash (partition logs: `segment::floor_file_name`).
-//!   An adapter that cannot reuse blocks gives an emptied file.
 //! - `reserve` takes the disk blocks of a range not written yet without changing the
 //!   file's length, so appends into it allocate nothing; truncating the file (to its own
 //!   length too) gives back whatever lies past the new length. It is advisory: an adapter
@@ -76,14 +71,6 @@ pub trait Storage {
     async fn reuse_direct(&self, spare: &Path, path: &Path) -> io::Result<Self::File> {
         self.rename(spare, path).await?;
         let file = self.open_direct(path).await?;
-        file.truncate(0).await?;
-        Ok(file)
-    }
-    /// Moves `spare` to `path` and opens it like `open`, for appends from its start over
-    /// the bytes it holds (see the module's contract).
-    async fn reuse_buffered(&self, spare: &Path, path: &Path) -> io::Result<Self::File> {
-        self.rename(spare, path).await?;
-        let file = self.open(path).await?;
         file.truncate(0).await?;
         Ok(file)
     }

@@ -28,11 +28,9 @@ pub struct DataConfig {
     pub space_check_interval_us: u64,
     /// Per shard, bytes of the latest direct log writes the storage keeps for polls.
     pub direct_io_cache_bytes: u64,
-    /// Per shard, bytes of removed segments' logs kept for new logs (0: none).
+    /// Per shard, bytes of logs retention removed that their partitions keep to write
+    /// over again (0: none); the server's budget is this times the shard count.
     pub spare_logs_bytes: u64,
-    /// Whether deleted partitions' buffered logs are kept too, for new partitions' first
-    /// logs (not where partitions are replicated: `partition::spares`).
-    pub buffered_spare_logs: bool,
 }
 
 impl Default for DataConfig {
@@ -47,7 +45,6 @@ impl Default for DataConfig {
             direct_io_cache_bytes: 256 << 20,
             spare_logs_bytes: 512 << 20,
             // The server's configuration turns it on where partitions are not replicated.
-            buffered_spare_logs: false,
         }
     }
 }
@@ -123,15 +120,22 @@ impl<E: Env> Shard<E> {
                 partition.refresh(&log);
                 detached
             };
-            let detached = match detached {
+            let mut detached = match detached {
                 Ok(detached) => detached,
                 Err(error) => {
                     tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not delete segments");
                     continue;
                 }
             };
-            // The files go after the lock is released: polls of the partition go on.
-            self.spares.keep_detached(&self.storage, &detached).await;
+            // The files go after the lock is released: polls of the partition go on. Logs the
+            // partition may write over again are readied off the lock too, and kept under it.
+            if !detached.spare_candidates.is_empty() {
+                detached.prepare_spares(&self.storage).await;
+                let mut log = partition.log.lock().await;
+                if !partition.closed.get() {
+                    log.keep_spares(&self.storage, &mut detached).await;
+                }
+            }
             if let Err(error) = remove_detached(&self.storage, &detached).await {
                 tracing::warn!(%error, partition = %namespace_label(namespace), "retention could not remove files; they go at the next start");
             }

@@ -87,7 +87,7 @@ impl<E: Env> Shard<E> {
                 self.storage.create_dir_all(&self.stream_dir(stream_id).join("topics")).await
             }
             Applied::StreamDeleted { stream_id } => {
-                self.on_owners(every(stream_id, None), || PartitionOp::Remove { deleted_at: timestamp }).await?;
+                self.on_owners(every(stream_id, None), || PartitionOp::Remove).await?;
                 self.remove_unless_recreated(&self.stream_dir(stream_id), timestamp).await
             }
             Applied::StreamPurged { stream_id } => {
@@ -99,8 +99,7 @@ impl<E: Env> Shard<E> {
                 self.open_new(stream_id, topic_id, 0..count).await
             }
             Applied::TopicDeleted { stream_id, topic_id } => {
-                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Remove { deleted_at: timestamp })
-                    .await?;
+                self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Remove).await?;
                 self.remove_unless_recreated(&self.topic_dir(stream_id, topic_id), timestamp).await
             }
             Applied::TopicPurged { stream_id, topic_id } => {
@@ -114,7 +113,7 @@ impl<E: Env> Shard<E> {
                 let doomed = self.namespaces(|ns| {
                     ns.stream_id() == stream_id && ns.topic_id() == topic_id && range.contains(&ns.partition_id())
                 });
-                self.on_owners(doomed.clone(), || PartitionOp::Remove { deleted_at: timestamp }).await?;
+                self.on_owners(doomed.clone(), || PartitionOp::Remove).await?;
                 for namespace in doomed {
                     self.remove_unless_recreated(&self.partition_dir(namespace), timestamp).await?;
                 }

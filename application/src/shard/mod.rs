@@ -191,8 +191,9 @@ pub async fn recover<S: Storage>(
     Ok(Recovered { replication, pending, root_created, clean_shutdown })
 }
 
-/// Under the data path: each shard's spare logs, in a directory named by its id.
-const SPARE_LOGS_DIR: &str = "spare-logs";
+/// Under the data path: where an earlier version kept every shard's spare logs, removed
+/// at start (a spare now lives in its own partition's directory).
+const LEGACY_SPARE_LOGS_DIR: &str = "spare-logs";
 
 /// The file a graceful shutdown leaves once every partition is fsynced.
 const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
@@ -297,19 +298,17 @@ pub struct Shard<E: Env> {
     flush_queue: flusher::FlushQueue,
     /// This shard's replica of its partition group, when partitions are replicated.
     group: group::GroupCell<E>,
-    /// Removed segments' log files kept for new logs (`partition::spares`).
-    spares: Rc<crate::partition::SpareLogs>,
+    /// The budget of the spare logs its partitions keep (`partition::spares`); `None`
+    /// when the server keeps none.
+    spares: Option<crate::partition::SpareBudget>,
 }
 
 impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
         let encryptor = parts.shared.config.encryption.as_ref().map(crate::encryption::Encryptor::new);
-        let spares_dir = parts.shared.config.data_path.join(SPARE_LOGS_DIR).join(parts.bus.shard_id().to_string());
+        let budget_bytes = parts.shared.config.data.spare_logs_bytes.saturating_mul(parts.shared.shard_count.into());
         let counters = parts.shared.telemetry.data.spare_logs.clone();
-        let spares = crate::partition::SpareLogs::new(spares_dir, parts.shared.config.data.spare_logs_bytes, counters);
-        if parts.shared.config.data.buffered_spare_logs {
-            spares.allow_buffered();
-        }
+        let spares = (budget_bytes > 0).then(|| crate::partition::SpareBudget::new(budget_bytes, counters));
         Self {
             shard_id: parts.bus.shard_id(),
             storage: parts.storage,
@@ -327,7 +326,7 @@ impl<E: Env> Shard<E> {
             balanced: RefCell::new(BTreeMap::new()),
             flush_queue: flusher::FlushQueue::default(),
             group: group::GroupCell::new(),
-            spares: Rc::new(spares),
+            spares,
         }
     }
 
@@ -430,7 +429,7 @@ impl<E: Env> Shard<E> {
     /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
     /// others serve meanwhile.
     pub async fn open_owned_partitions(&self) {
-        self.recover_spares().await;
+        self.remove_legacy_spares().await;
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
             for stream in metadata.streams() {

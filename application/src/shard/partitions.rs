@@ -186,14 +186,8 @@ impl<E: Env> Shard<E> {
         }
         let clean = self.shared.clean_start && (!fresh || replayed);
         let spares = self.spares_for_partitions();
-        // A new partition's first log may go over a buffered spare (its copies elsewhere,
-        // if replicated, would not share the floor: `SpareLogs::allow_buffered`).
-        let fresh_at_us = (fresh && !replayed && self.group().is_none()).then(|| self.now_us());
         let id = namespace.partition_id();
-        let log = PartitionLog::open_with(&self.storage, &dir, id, settings, clean, spares, fresh_at_us).await?;
-        if fresh_at_us.is_some() && log.lacks_buffered_spare() {
-            self.share_spare_room().await;
-        }
+        let log = PartitionLog::open_with(&self.storage, &dir, id, settings, clean, spares).await?;
         if recorded != Some(created_at) {
             write_marker(&self.storage, &dir, &marker, created_at).await?;
         }
@@ -251,8 +245,8 @@ impl<E: Env> Shard<E> {
             };
             let opened = self.open_partition(namespace, settings, fresh, created_at).await.is_ok();
             if opened && listed(namespace, created_at).is_none() {
-                // Deleted while it opened: no deletion time here, so no spares kept.
-                self.remove_partition(namespace, 0).await;
+                // Deleted while it opened.
+                self.remove_partition(namespace).await;
             }
         }
     }
@@ -281,9 +275,9 @@ impl<E: Env> Shard<E> {
                     .map(|()| Vec::new().into())
                     .map_err(|_| ErrorCode::IoError);
             }
-            PartitionOp::Remove { deleted_at } => {
+            PartitionOp::Remove => {
                 self.unopened.borrow_mut().remove(&namespace);
-                self.remove_partition(namespace, deleted_at).await;
+                self.remove_partition(namespace).await;
                 return Ok(Vec::new().into());
             }
             PartitionOp::Poll { key, strategy, count, auto_commit } => {
@@ -360,14 +354,16 @@ impl<E: Env> Shard<E> {
         reply.map(Reply::Body)
     }
 
-    async fn remove_partition(&self, namespace: Namespace, deleted_at: u64) {
+    /// Closes a removed partition; its files go with its directory, which the metadata
+    /// operation removes next, spares included.
+    async fn remove_partition(&self, namespace: Namespace) {
         let removed = self.partitions.borrow_mut().remove(&namespace);
         self.shared.partitions.remove(namespace);
         if let Some(partition) = removed {
             partition.closed.set(true);
-            // Wait for operations in flight on it to finish before its files go (some kept
-            // as spares); its journal's buffers go back to the pool with the log.
-            self.keep_spares(&partition, deleted_at).await;
+            // Wait for operations in flight on it to finish before its files go; its
+            // journal's buffers go back to the pool with the log.
+            drop(partition.log.lock().await);
         }
     }
 
@@ -435,7 +431,7 @@ impl<E: Env> Shard<E> {
                 purged.map_err(io_failure("purging a partition"))?;
                 Ok(Vec::new())
             }
-            PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Poll { .. } => {
+            PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {
                 unreachable!("handled before locking")
             }
         }

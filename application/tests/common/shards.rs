@@ -241,8 +241,9 @@ pub fn poll(client: &mut Client, stream: u32, partition: u32) -> (u32, Vec<u8>) 
     (u32::from_le_bytes(reply[12..16].try_into().unwrap()), reply)
 }
 
-/// A stream and one topic of `partitions` whose sends are fsynced (written at once).
-pub fn create_persisted_topic(client: &mut Client, name: &str, partitions: u32) {
+/// A stream and one topic of `partitions` whose sends are fsynced (written at once); the
+/// stream's id.
+pub fn create_persisted_topic(client: &mut Client, name: &str, partitions: u32) -> u32 {
     let stream_id = create_stream(client, name);
     let mut body = numeric(stream_id);
     body.extend_from_slice(&partitions.to_le_bytes());
@@ -252,6 +253,7 @@ pub fn create_persisted_topic(client: &mut Client, name: &str, partitions: u32) 
     body.extend_from_slice(&[2, 9, 0, 0, 0]);
     body.extend_from_slice(b"persisted");
     client.call(operation::CREATE_TOPIC, 0, &body).expect("create topic");
+    stream_id
 }
 
 /// A SEND_MESSAGES body for topic 0 of `stream`, and where its batch starts in it.

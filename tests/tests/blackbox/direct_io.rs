@@ -2,14 +2,13 @@
 //! bypass the page cache (read off with util-linux `fincore`, where the data directory is
 //! not a tmpfs, whose pages are all cache), sealed segments and a gracefully stopped
 //! server's logs end exactly at their last batch, every acknowledged message survives a
-//! kill -9 byte-exact with later sends landing after it, "off" writes through the page
-//! cache again, and a deleted topic's log is kept as a spare that the next topic's log is
-//! written over (a kill -9 then reads none of the old bytes; a restart keeps the spare).
+//! kill -9 byte-exact with later sends landing after it, and "off" writes through the page
+//! cache again. Spare logs, which a partition writes over, are `deletion.rs`'s.
 
 use std::path::{Path, PathBuf};
 
 use iggy::prelude::*;
-use rill_tests::{TestServer, connect_root, id, poll_all, topic_id};
+use rill_tests::{TestServer, connect_root, id, poll_all};
 
 /// The smallest segments a topic may have (1 MiB): a few hundred sends roll several.
 const SEGMENT_BYTES: u64 = 1 << 20;
@@ -185,64 +184,5 @@ async fn direct_io_off_writes_persisted_topics_through_the_page_cache() -> anyho
         assert!(cached_bytes(log) * 10 >= len * 9, "{} of {len} bytes cached", cached_bytes(log));
     }
     assert_stored(&client, 0, sent).await?;
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recreated_persisted_topic_writes_over_the_deleted_ones_log_and_a_kill9_reads_none_of_it()
--> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let (mut server, client, metrics) = rill_tests::start_with_metrics().await?;
-    let metric = |name: &str| metrics.get(name);
-    client.create_stream("s").await?;
-    let big = TopicCreateOptions {
-        partitions_count: Some(1),
-        durability: Durability::Persisted,
-        ..TopicCreateOptions::default()
-    };
-    client.create_topic(&id(0), "old", &big).await?;
-    let old = topic_id(&client, "old").await?;
-    // About 2 MB: more than the 1 MiB a log needs to be kept.
-    send(&client, old, 0, 170).await?;
-    let data = server.data_dir();
-    let old_log = logs_of(&data, old).pop().expect("the old topic's log");
-    let old_inode = std::fs::metadata(&old_log)?.ino();
-    let old_len = std::fs::metadata(&old_log)?.len();
-    client.delete_topic(&id(0), &id(old)).await?;
-    assert_eq!(metric("rill_spare_logs")?, Some(1), "the deleted topic's log is kept");
-
-    client.create_topic(&id(0), "new", &big).await?;
-    let new = topic_id(&client, "new").await?;
-    let sent = send(&client, new, 0, 40).await?;
-    let new_log = logs_of(&data, new).pop().expect("the new topic's log");
-    assert_eq!(std::fs::metadata(&new_log)?.ino(), old_inode, "the new log is the old one's file");
-    assert_eq!(std::fs::metadata(&new_log)?.len(), old_len, "written over, not cut");
-    assert_eq!(metric("rill_spare_logs_taken_total")?, Some(1));
-    assert_eq!(metric("rill_spare_logs")?, Some(0));
-    assert_stored(&client, new, sent).await?;
-    drop(client);
-
-    // Past the new batches the file still holds the old topic's: recovery stops before them.
-    server.kill9()?;
-    server.restart()?;
-    let client = connect_root(&server.tcp_address()).await?;
-    assert_stored(&client, new, sent).await?;
-    let more = send(&client, new, sent, 20).await?;
-    assert_stored(&client, new, more).await?;
-
-    // A spare outlives a restart: the next topic's log is still written over it.
-    send(&client, new, more, 150).await?;
-    let kept_inode = std::fs::metadata(logs_of(&data, new).pop().expect("a log"))?.ino();
-    client.delete_topic(&id(0), &id(new)).await?;
-    drop(client);
-    server.stop_graceful()?;
-    server.restart()?;
-    assert_eq!(metric("rill_spare_logs")?, Some(1), "taken up again at start");
-    let client = connect_root(&server.tcp_address()).await?;
-    client.create_topic(&id(0), "after", &big).await?;
-    let after = topic_id(&client, "after").await?;
-    let sent = send(&client, after, 0, 10).await?;
-    assert_eq!(std::fs::metadata(logs_of(&data, after).pop().expect("a log"))?.ino(), kept_inode);
-    assert_stored(&client, after, sent).await?;
     Ok(())
 }

@@ -2,7 +2,6 @@
 //! one module per area, linked into a single test binary (one link and one copy on disk).
 
 mod bad_frames;
-mod buffered_spares;
 mod cli;
 mod cluster;
 mod cluster_faults;
@@ -12,6 +11,7 @@ mod config;
 mod consumer_groups;
 mod crash_loop;
 mod dedup;
+mod deletion;
 mod direct_io;
 mod disk_full;
 mod encryption;
