@@ -4,9 +4,7 @@
 //! as a range of it, and a poll's reply comes back as the frame its batches were read into.
 
 use rill_domain::constants::HEADER_SIZE;
-use std::cell::Cell;
 
-use rill_domain::affinity::Affinity;
 use rill_domain::error::ErrorCode;
 use rill_domain::version;
 use rill_domain::wire::codes::operation;
@@ -17,142 +15,10 @@ use rill_domain::wire::header::{
 };
 use rill_domain::wire::response;
 
+use crate::connection::{BoundSession, Caller, Connection, Outcome};
 use crate::memory_pool::{PoolBuf, PoolSlice};
 use crate::ports::{BusReply, Env, Reply, ShardReply};
 use crate::shard::Shard;
-
-/// A session bound to a connection by a successful login.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BoundSession {
-    pub client: u128,
-    pub session: u64,
-    pub user_id: u32,
-}
-
-/// Who runs a request: the client and connection it came from (both 0 through a
-/// connectionless gateway) and the authenticated user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Caller {
-    pub client: u128,
-    pub client_id: u32,
-    pub user_id: u32,
-    /// The session of the caller's login (0 through a gateway).
-    pub session: u64,
-}
-
-/// Per-connection state a transport keeps and passes to every `handle` call. The session
-/// sits in a `Cell` so requests of one connection may run concurrently on its shard (QUIC
-/// serves each stream independently); a login or logout replaces it whole.
-#[derive(Debug)]
-pub struct Connection {
-    pub client_id: u32,
-    bound: Cell<Option<BoundSession>>,
-    /// Where its partition requests went lately (see `rill_domain::affinity`).
-    affinity: Cell<Affinity>,
-    /// The shard this connection should move to, once its transport can move it.
-    move_to: Cell<Option<u16>>,
-    /// The coordinator login (client, session) whose group identity this data connection
-    /// polls with (ATTACH_CONSUMER_SESSION, multi-node routing).
-    attached: Cell<Option<(u128, u64)>>,
-    /// The socket a partition's owner on another shard may write a send's reply to.
-    reply_socket: Option<std::sync::Arc<dyn crate::ports::ReplySocket>>,
-}
-
-/// What a connection is, apart from its socket: enough to go on serving it on another shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionState {
-    pub client_id: u32,
-    pub bound: Option<BoundSession>,
-    pub attached: Option<(u128, u64)>,
-}
-
-impl Connection {
-    pub fn new(client_id: u32) -> Self {
-        Self::resume(ConnectionState { client_id, bound: None, attached: None })
-    }
-
-    /// A connection moved from another shard, logged in as it was there.
-    pub fn resume(state: ConnectionState) -> Self {
-        let ConnectionState { client_id, bound, attached } = state;
-        let attached = Cell::new(attached);
-        Self {
-            client_id,
-            bound: Cell::new(bound),
-            affinity: Cell::default(),
-            move_to: Cell::new(None),
-            attached,
-            reply_socket: None,
-        }
-    }
-
-    /// Lets the owners of the partitions this connection sends to write their replies to
-    /// `socket` themselves.
-    pub fn with_reply_socket(mut self, socket: std::sync::Arc<dyn crate::ports::ReplySocket>) -> Self {
-        self.reply_socket = Some(socket);
-        self
-    }
-
-    pub fn state(&self) -> ConnectionState {
-        ConnectionState { client_id: self.client_id, bound: self.bound.get(), attached: self.attached.get() }
-    }
-
-    pub fn bound(&self) -> Option<BoundSession> {
-        self.bound.get()
-    }
-
-    pub(crate) fn attachment(&self) -> Option<(u128, u64)> {
-        self.attached.get()
-    }
-
-    pub(crate) fn attach(&self, client: u128, session: u64) {
-        self.attached.set(Some((client, session)));
-    }
-
-    pub(crate) fn detach(&self) {
-        self.attached.set(None);
-    }
-
-    /// The shard this connection's partition traffic says it belongs on, once; a transport
-    /// that can move connections asks after each reply it wrote.
-    pub fn take_move(&self) -> Option<u16> {
-        self.move_to.take()
-    }
-
-    fn record_route(&self, home: u16, owner: u16) {
-        let mut affinity = self.affinity.get();
-        if let Some(target) = affinity.record(home, owner) {
-            self.move_to.set(Some(target));
-        }
-        self.affinity.set(affinity);
-    }
-}
-
-/// What a transport does with the result of one request. Dropping the frame once it is
-/// written gives its buffer back to the pool.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Send the frame and keep serving the connection.
-    Reply(PoolSlice),
-    /// Send the frame (an Eviction) and close the connection.
-    Evict(PoolSlice),
-}
-
-impl Outcome {
-    fn reply(frame: Vec<u8>) -> Self {
-        Outcome::Reply(PoolSlice::plain(frame))
-    }
-
-    fn evict(frame: Vec<u8>) -> Self {
-        Outcome::Evict(PoolSlice::plain(frame))
-    }
-
-    /// The frame to write.
-    pub fn frame(&self) -> &[u8] {
-        match self {
-            Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
-        }
-    }
-}
 
 /// The header rules every request obeys: a non-zero client; Register carries no session
 /// and request number; every other non-read operation carries both.
@@ -247,7 +113,7 @@ impl<E: Env> Shard<E> {
             }
             Command::Logout => {
                 connection.detach();
-                if connection.bound.take().is_some() {
+                if connection.unbind().is_some() {
                     self.shared.sessions.clients.set_user(connection.client_id, None);
                     self.shared.sessions.clients.set_session(connection.client_id, None);
                 }
@@ -269,7 +135,7 @@ impl<E: Env> Shard<E> {
                     session: bound.session,
                 };
                 let direct =
-                    connection.reply_socket.clone().map(|socket| crate::ports::DirectReply { socket, header: *header });
+                    connection.reply_socket().map(|socket| crate::ports::DirectReply { socket, header: *header });
                 let request = (header.operation, header.code, frame, HEADER_SIZE);
                 let result = self.run(caller, Some(connection), request, direct).await;
                 Outcome::Reply(self.reply_frame(header, result))
@@ -321,7 +187,7 @@ impl<E: Env> Shard<E> {
         };
         let session = self.next_session();
         let bound = BoundSession { client: header.client, session, user_id };
-        connection.bound.set(Some(bound));
+        connection.bind(bound);
         // A new login starts unattached: an attachment was the previous login's to use.
         connection.detach();
         self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));

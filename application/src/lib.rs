@@ -3,6 +3,9 @@
 //! protocol.
 
 pub mod authz;
+pub mod clients;
+pub mod config;
+pub mod connection;
 pub mod credentials;
 pub mod dispatch;
 pub mod encryption;
@@ -19,6 +22,8 @@ pub mod shared;
 pub mod tracing_target;
 pub mod yield_now;
 
-pub use dispatch::{BoundSession, Connection, ConnectionState, Outcome};
-pub use shard::{HostInfo, MetadataWriter, ServerConfig, Shard, ShardParts, Transport};
+pub use clients::Transport;
+pub use config::{HostInfo, ServerConfig};
+pub use connection::{BoundSession, Connection, ConnectionState, Outcome};
+pub use shard::{MetadataWriter, Shard, ShardParts};
 pub use shared::{GatewayContext, Shared};

@@ -10,11 +10,20 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use rill_domain::Namespace;
 use rill_domain::wire::response::Usage;
 
+use crate::clients::ClientRegistry;
+use crate::config::ServerConfig;
 use crate::latency::RequestLatency;
 use crate::login_guard::LoginGuard;
 use crate::memory_pool::MemoryPool;
 use crate::partition::ConsumerKey;
-use crate::shard::{ClientRegistry, ServerConfig};
+
+/// The replica's role, for cluster metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaRole {
+    pub view: u32,
+    pub primary: u8,
+    pub normal: bool,
+}
 
 /// Live counters of one partition, written by its owner and read by any shard.
 #[derive(Debug)]
@@ -263,14 +272,14 @@ impl ReplicaState {
     }
 
     /// Records the replica's view, its primary and whether it is in normal status.
-    pub fn set_role(&self, role: crate::shard::ReplicaRole) {
+    pub fn set_role(&self, role: ReplicaRole) {
         let packed = u64::from(role.view) << 32 | u64::from(role.primary) << 8 | u64::from(role.normal);
         self.role.store(packed, Ordering::Release);
     }
 
-    pub fn role(&self) -> crate::shard::ReplicaRole {
+    pub fn role(&self) -> ReplicaRole {
         let packed = self.role.load(Ordering::Acquire);
-        crate::shard::ReplicaRole { view: (packed >> 32) as u32, primary: (packed >> 8) as u8, normal: packed & 1 == 1 }
+        ReplicaRole { view: (packed >> 32) as u32, primary: (packed >> 8) as u8, normal: packed & 1 == 1 }
     }
 }
 
@@ -415,7 +424,7 @@ impl GatewayContext {
     }
 
     /// The metadata replica's commit number and role, as the shards last published them.
-    pub fn replica(&self) -> (u64, crate::shard::ReplicaRole) {
+    pub fn replica(&self) -> (u64, ReplicaRole) {
         (self.0.replica.commit(), self.0.replica.role())
     }
 

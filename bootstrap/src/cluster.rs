@@ -15,7 +15,7 @@ use rill_application::ports::ReplicaNetwork;
 use rill_application::replication::TICK_MS;
 
 use crate::config::ClusterConfig;
-use crate::server::ProductionShard;
+use crate::env::ProductionShard;
 
 /// The protocol name replica connections negotiate over TLS.
 const REPLICA_ALPN: &[u8] = b"rill-replica";

@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use anyhow::{Context, bail};
 use toml::Value;
 
+pub use crate::config_sections::{ClusterConfig, MemoryPoolConfig};
+
 const DEFAULTS: &str = include_str!("defaults.toml");
 
 /// IGGY_* variables that are not config keys.
@@ -37,73 +39,6 @@ impl Tls {
     }
 }
 
-/// `[cluster]` and `--replica-id`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClusterConfig {
-    pub enabled: bool,
-    pub replicas: Vec<String>,
-    pub client_addresses: Vec<String>,
-    /// Each node's QUIC, HTTP and WebSocket address, in roster order (empty: not
-    /// advertised), so cluster metadata names every transport of every node.
-    pub quic_addresses: Vec<String>,
-    pub http_addresses: Vec<String>,
-    pub websocket_addresses: Vec<String>,
-    /// Where the replica plane binds, when not at the roster address (empty: the roster's).
-    pub listen_address: String,
-    /// Partitions are replicated through their shard's partition group (experimental;
-    /// off: messages stay on the node that took them).
-    pub replicate_partitions: bool,
-    pub replica_id: u8,
-    /// `[cluster.auth]` and `[cluster.tls]`.
-    pub security: crate::config_cluster::ReplicaSecurityConfig,
-}
-
-impl ClusterConfig {
-    pub fn membership(&self) -> rill_application::replication::Membership {
-        match self.enabled {
-            true => rill_application::replication::Membership {
-                replica_id: self.replica_id,
-                replica_count: self.replicas.len() as u8,
-            },
-            false => Default::default(),
-        }
-    }
-
-    /// Each node's client address and TCP port for cluster metadata (empty on one node).
-    pub fn nodes(&self) -> Vec<(String, rill_domain::wire::response::NodePorts)> {
-        if !self.enabled {
-            return Vec::new();
-        }
-        let port = |list: &[String], index: usize| -> u16 {
-            list.get(index)
-                .and_then(|address| address.rsplit_once(':'))
-                .and_then(|(_, port)| port.parse().ok())
-                .unwrap_or(0)
-        };
-        self.client_addresses
-            .iter()
-            .enumerate()
-            .map(|(index, address)| {
-                let ip = address.rsplit_once(':').map_or(address.as_str(), |(ip, _)| ip);
-                let ports = rill_domain::wire::response::NodePorts {
-                    tcp: port(&self.client_addresses, index),
-                    quic: port(&self.quic_addresses, index),
-                    http: port(&self.http_addresses, index),
-                    websocket: port(&self.websocket_addresses, index),
-                };
-                (ip.trim_matches(['[', ']']).to_owned(), ports)
-            })
-            .collect()
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryPoolConfig {
-    pub enabled: bool,
-    pub size_bytes: u64,
-    pub bucket_capacity: usize,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub system_path: String,
@@ -114,8 +49,8 @@ pub struct Config {
     pub pin_threads: bool,
     pub inbox_capacity: usize,
     pub memory_pool: MemoryPoolConfig,
-    pub security: rill_application::shard::SecurityConfig,
-    pub data: rill_application::shard::DataConfig,
+    pub security: rill_application::config::SecurityConfig,
+    pub data: rill_application::config::DataConfig,
     pub http_settings: rill_adapter_transport_http::HttpSettings,
     pub cluster: ClusterConfig,
     pub log_level: String,

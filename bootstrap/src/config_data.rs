@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
+use rill_application::config::{DataConfig, FreeSpaceFloor};
 use rill_application::partition::{DedupSettings, DirectIo, PartitionDefaults};
-use rill_application::shard::{DataConfig, FreeSpaceFloor};
 use rill_domain::retention::RetentionDefaults;
 use rill_domain::topic_options::{NEVER_EXPIRE, UNLIMITED_SIZE, parse_duration_us, parse_size_bytes};
 use toml::Value;
@@ -132,7 +132,7 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
 #[cfg(test)]
 mod tests {
     use crate::config::load;
-    use rill_application::shard::FreeSpaceFloor;
+    use rill_application::config::FreeSpaceFloor;
     use std::collections::BTreeMap;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -6,10 +6,76 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use toml::Value;
 
-use crate::config::{ClusterConfig, MemoryPoolConfig};
 use crate::config_data::{flag, text};
 
 type Leaves = BTreeMap<String, Value>;
+
+/// `[cluster]` and `--replica-id`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterConfig {
+    pub enabled: bool,
+    pub replicas: Vec<String>,
+    pub client_addresses: Vec<String>,
+    /// Each node's QUIC, HTTP and WebSocket address, in roster order (empty: not
+    /// advertised), so cluster metadata names every transport of every node.
+    pub quic_addresses: Vec<String>,
+    pub http_addresses: Vec<String>,
+    pub websocket_addresses: Vec<String>,
+    /// Where the replica plane binds, when not at the roster address (empty: the roster's).
+    pub listen_address: String,
+    /// Partitions are replicated through their shard's partition group (experimental;
+    /// off: messages stay on the node that took them).
+    pub replicate_partitions: bool,
+    pub replica_id: u8,
+    /// `[cluster.auth]` and `[cluster.tls]`.
+    pub security: crate::config_cluster::ReplicaSecurityConfig,
+}
+
+impl ClusterConfig {
+    pub fn membership(&self) -> rill_application::replication::Membership {
+        match self.enabled {
+            true => rill_application::replication::Membership {
+                replica_id: self.replica_id,
+                replica_count: self.replicas.len() as u8,
+            },
+            false => Default::default(),
+        }
+    }
+
+    /// Each node's client address and TCP port for cluster metadata (empty on one node).
+    pub fn nodes(&self) -> Vec<(String, rill_domain::wire::response::NodePorts)> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        let port = |list: &[String], index: usize| -> u16 {
+            list.get(index)
+                .and_then(|address| address.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok())
+                .unwrap_or(0)
+        };
+        self.client_addresses
+            .iter()
+            .enumerate()
+            .map(|(index, address)| {
+                let ip = address.rsplit_once(':').map_or(address.as_str(), |(ip, _)| ip);
+                let ports = rill_domain::wire::response::NodePorts {
+                    tcp: port(&self.client_addresses, index),
+                    quic: port(&self.quic_addresses, index),
+                    http: port(&self.http_addresses, index),
+                    websocket: port(&self.websocket_addresses, index),
+                };
+                (ip.trim_matches(['[', ']']).to_owned(), ports)
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPoolConfig {
+    pub enabled: bool,
+    pub size_bytes: u64,
+    pub bucket_capacity: usize,
+}
 
 fn integer(leaves: &Leaves, key: &str) -> i64 {
     leaves[key].as_integer().expect("types were checked against the defaults")
@@ -55,13 +121,13 @@ pub fn memory_pool(leaves: &Leaves) -> anyhow::Result<MemoryPoolConfig> {
 }
 
 /// Logins, sessions, connections and frames.
-pub fn security(leaves: &Leaves) -> anyhow::Result<rill_application::shard::SecurityConfig> {
+pub fn security(leaves: &Leaves) -> anyhow::Result<rill_application::config::SecurityConfig> {
     let max_failures = integer(leaves, "login.max_failures");
     if !(1..=1_000_000).contains(&max_failures) {
         bail!("invalid value for `login.max_failures`: `{max_failures}` (expected 1 to 1000000)");
     }
     let heartbeat = flag(leaves, "heartbeat.enabled");
-    Ok(rill_application::shard::SecurityConfig {
+    Ok(rill_application::config::SecurityConfig {
         login_max_failures: max_failures as u32,
         login_failure_window_us: duration(leaves, "login.failure_window")?,
         login_failure_delay_us: duration(leaves, "login.failure_delay")?,

@@ -8,6 +8,7 @@ pub mod config_data;
 pub mod config_iggy;
 pub mod config_sections;
 pub mod dotenv;
+pub mod env;
 pub mod host;
 pub mod logfile;
 pub mod otlp;

@@ -12,35 +12,20 @@ use futures_util::FutureExt;
 use rill_adapter_bus_crossfire::{CrossfireBus, Inbox};
 use rill_adapter_clock::SystemClock;
 use rill_adapter_diagnostics::{HostDiagnostics, HostStats};
-use rill_adapter_metadata_leftright::{LeftRightPublisher, LeftRightReader, ReaderFactory};
+use rill_adapter_metadata_leftright::ReaderFactory;
 use rill_adapter_pinning::AffinityPinning;
 use rill_adapter_storage_uring::{CompioOffload, UringStorage};
 use rill_application::credentials::RootSeed;
 use rill_application::memory_pool::MemoryPool;
 use rill_application::ports::bus::ConnectionKind;
 use rill_application::ports::pinning::shard_cores;
-use rill_application::ports::{Clock, Env, Pinning};
+use rill_application::ports::{Clock, Pinning};
 use rill_application::shard::recover;
 use rill_application::{GatewayContext, MetadataWriter, ServerConfig, Shard, ShardParts, Shared};
 use rill_domain::cpu_allocation::CpuAllocation;
 
 use crate::config::{ClusterConfig, Config};
-
-/// The production adapters.
-pub struct ProductionEnv;
-
-impl Env for ProductionEnv {
-    type Storage = UringStorage;
-    type Clock = SystemClock;
-    type Bus = CrossfireBus;
-    type MetadataReader = LeftRightReader;
-    type MetadataPublisher = LeftRightPublisher;
-    type Offload = CompioOffload;
-    type Diagnostics = HostDiagnostics;
-    type HostMetrics = HostStats;
-}
-
-pub(crate) type ProductionShard = Shard<ProductionEnv>;
+use crate::env::ProductionShard;
 
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;

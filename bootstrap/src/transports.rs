@@ -13,7 +13,7 @@ use rill_adapter_tls::Identity;
 use rill_domain::wire::response::NodePorts;
 
 use crate::config::{Config, Tls};
-use crate::server::ProductionShard;
+use crate::env::ProductionShard;
 
 /// Bound listeners, before serving.
 pub struct Listeners {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::ErrorCode;
-use crate::wire::reader::{Put, Reader};
+use crate::reader::{Put, Reader};
 
 /// A consumer group, by ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,7 +1,7 @@
 //! Stream, topic, user and group identifiers: numeric ids or exact names.
 
 use crate::error::ErrorCode;
-use crate::wire::reader::Reader;
+use crate::reader::Reader;
 
 /// An Identifier on the wire: `[kind u8][len u8][value]`; kind 1 is a u32 (len 4), kind 2 a name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -16,6 +16,7 @@ pub mod namespace;
 pub mod partition_group;
 pub mod permissions;
 pub mod polling;
+pub mod reader;
 pub mod retention;
 pub mod segment;
 pub mod snapshot;

@@ -13,8 +13,9 @@ use crate::wire::command::{MetadataOp, TopicRef};
 
 mod groups;
 mod snapshot;
+mod user;
 mod users;
-pub use users::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
+pub use user::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stream {

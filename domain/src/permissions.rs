@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::ErrorCode;
-use crate::wire::reader::{Put, Reader};
+use crate::reader::{Put, Reader};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GlobalPermissions {

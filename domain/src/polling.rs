@@ -1,7 +1,7 @@
 //! The five polling strategies and where each one starts reading.
 
 use crate::error::ErrorCode;
-use crate::wire::reader::Reader;
+use crate::reader::Reader;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollingStrategy {

@@ -101,7 +101,7 @@ pub fn topic_ref(stream: &str, topic: &str) -> ApiResult<TopicRef> {
 impl HttpState {
     /// The user a bearer token (a JWT from login, or a personal access token) belongs to.
     pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<u32> {
-        let token = crate::bearer(headers).ok_or(ApiError::Code(ErrorCode::Unauthenticated))?;
+        let token = crate::state::bearer(headers).ok_or(ApiError::Code(ErrorCode::Unauthenticated))?;
         self.jwt
             .verify(token)
             .filter(|&id| self.active(id))

@@ -12,7 +12,8 @@ use rill_application::login;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{HttpState, bearer, now_us};
+use crate::clock::now_us;
+use crate::state::{HttpState, bearer};
 
 #[derive(Deserialize)]
 pub struct LoginRequest {

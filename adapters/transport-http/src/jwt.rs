@@ -35,7 +35,7 @@ pub struct Jwt {
 }
 
 fn now_s() -> u64 {
-    crate::now_us() / 1_000_000
+    crate::clock::now_us() / 1_000_000
 }
 
 /// The configured secret, else the persisted one, else a new one written owner-only.

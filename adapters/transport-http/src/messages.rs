@@ -104,14 +104,8 @@ fn decode_base64(text: &str, what: &str) -> ApiResult<Vec<u8>> {
     BASE64.decode(text).map_err(|_| ApiError::BadRequest(format!("{what} is not valid base64")))
 }
 
-/// The JSON names of header (and option) value kinds, in wire-code order from 1.
-pub(crate) const HEADER_KINDS: [&str; 15] = [
-    "raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
-    "uint128", "float32", "float64",
-];
-
 fn header_kind(name: &str) -> ApiResult<u8> {
-    HEADER_KINDS
+    crate::replies::HEADER_KINDS
         .iter()
         .position(|kind| *kind == name)
         .map(|index| index as u8 + 1)
@@ -194,7 +188,7 @@ pub(crate) fn send_body(bytes: &[u8]) -> ApiResult<(Partitioning, u32, Vec<u8>)>
         )?;
     }
     let count = builder.count();
-    Ok((partitioning, count, builder.finish(crate::now_us())))
+    Ok((partitioning, count, builder.finish(crate::clock::now_us())))
 }
 
 /// A store-offset body as the command it asks for.

@@ -4,7 +4,7 @@
 
 use rill_domain::error::ErrorCode;
 use rill_domain::permissions::Permissions;
-use rill_domain::wire::reader::Reader;
+use rill_domain::reader::Reader;
 use rill_domain::wire::tlv;
 use serde_json::{Map, Value, json};
 
@@ -12,6 +12,12 @@ use crate::api::{ApiError, ApiResult};
 use crate::permissions;
 
 /// Our own shard produced these bytes: a short read is a server bug, reported as such.
+/// The JSON names of header (and option) value kinds, in wire-code order from 1.
+pub(crate) const HEADER_KINDS: [&str; 15] = [
+    "raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
+    "uint128", "float32", "float64",
+];
+
 fn broken(_: ErrorCode) -> ApiError {
     ApiError::Code(ErrorCode::Error)
 }
@@ -323,8 +329,7 @@ pub fn option_catalog(body: &[u8]) -> ApiResult<Value> {
     for _ in 0..count {
         let key = reader.name().map_err(broken)?;
         let kind = reader.u8().map_err(broken)?;
-        let kind =
-            crate::messages::HEADER_KINDS.get(usize::from(kind).wrapping_sub(1)).ok_or(broken(ErrorCode::Error))?;
+        let kind = HEADER_KINDS.get(usize::from(kind).wrapping_sub(1)).ok_or(broken(ErrorCode::Error))?;
         let default_len = reader.u32().map_err(broken)? as usize;
         let default_value = reader.bytes(default_len).map_err(broken)?;
         let description = long_string(&mut reader)?;

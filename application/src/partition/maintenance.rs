@@ -10,10 +10,12 @@ use rill_domain::dedup::DedupWindow;
 use rill_domain::retention::SealedSegment;
 use rill_domain::segment::{IndexEntry, index_file_name, log_file_name};
 
+use super::log::PartitionLog;
+use super::segment::DamagedBatch;
+use super::segment::{DELETED_SUFFIX, Segment, batch_matches, within_frame};
+use super::settings::DedupSettings;
 use super::spares::{prepare_spare, spare_path};
-use super::{DELETED_SUFFIX, DedupSettings, PartitionLog, Segment, batch_matches, within_frame};
 use crate::memory_pool::PoolSlice;
-use crate::partition::DamagedBatch;
 use crate::ports::{Storage, StorageFile};
 
 /// Segments taken out of a partition by retention, whose files are still to be removed.

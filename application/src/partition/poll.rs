@@ -13,10 +13,13 @@ use rill_domain::batch;
 use rill_domain::constants::{BATCH_HEADER_SIZE, HEADER_SIZE};
 use rill_domain::segment::{self, IndexEntry};
 
+use super::log::PartitionLog;
 use super::segment::{DamagedBatch, batch_matches, within_frame};
-use super::{MAX_POLL_BYTES, PartitionLog};
 use crate::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
 use crate::ports::{Storage, StorageFile};
+
+/// Poll replies stop adding batches past this many bytes (at least one batch is returned).
+pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
 
 /// `[partition_id u32][current_offset u64][messages_count u32]`, before the batches.
 pub const POLL_PREFIX_SIZE: usize = 16;

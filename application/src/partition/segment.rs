@@ -17,6 +17,9 @@ use super::spares::OwnSpares;
 use crate::memory_pool::PoolSlice;
 use crate::ports::{Storage, StorageFile};
 
+/// Suffix a segment file takes when retention removes it: a restart never loads it.
+pub const DELETED_SUFFIX: &str = ".deleted";
+
 /// Index entries held back before they are written: a crash then costs at most this many
 /// batches of rescanning at start.
 const INDEX_WRITE_ENTRIES: usize = 256;

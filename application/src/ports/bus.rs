@@ -15,6 +15,8 @@ use rill_domain::polling::PollingStrategy;
 use rill_domain::wire::encode::EncodedRequest;
 use rill_domain::wire::header::RequestHeader;
 
+use super::reply_socket::ReplySocket;
+use crate::connection::ConnectionState;
 use crate::memory_pool::PoolSlice;
 use crate::partition::{ConsumerKey, PartitionSettings};
 
@@ -64,13 +66,6 @@ pub enum PartitionOp {
     Purge {
         incarnation: u64,
     },
-}
-
-/// A client's socket the shard owning a partition may write a reply to itself (a plaintext
-/// TCP connection), so the reply does not cross back to the connection's shard first.
-pub trait ReplySocket: Send + Sync + std::fmt::Debug {
-    /// Writes what it can of `bytes` without waiting; how much it wrote.
-    fn try_send(&self, bytes: &[u8]) -> std::io::Result<usize>;
 }
 
 /// A crossing send whose owner writes the reply: the connection's socket, and the request's
@@ -247,9 +242,9 @@ pub enum ConnectionKind {
     WebSocket,
     /// A plaintext TCP connection moved between requests from the shard that served it,
     /// with its session: the new shard goes on reading the next request.
-    MovedTcp(crate::dispatch::ConnectionState),
+    MovedTcp(ConnectionState),
     /// A plaintext WebSocket connection moved the same way, upgraded already.
-    MovedWebSocket(crate::dispatch::ConnectionState),
+    MovedWebSocket(ConnectionState),
 }
 
 /// Shard counts up to this serve plaintext connections on every shard, shard 0 included:

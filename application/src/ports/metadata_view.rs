@@ -24,7 +24,7 @@ pub trait MetadataPublish {
 /// was committed, so a refusal here means the copies diverged: a bug.
 pub fn apply_committed(metadata: &mut Metadata, operation: u8, timestamp: u64, body: &[u8]) {
     use rill_domain::wire::command::MetadataOp;
-    let mut reader = rill_domain::wire::reader::Reader::new(body);
+    let mut reader = rill_domain::reader::Reader::new(body);
     match MetadataOp::decode(operation, &mut reader) {
         Ok(Some(op)) => {
             let result = metadata.apply(&op, timestamp);

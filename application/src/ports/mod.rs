@@ -9,11 +9,12 @@ pub mod metadata_view;
 pub mod offload;
 pub mod pinning;
 pub mod replica_network;
+pub mod reply_socket;
 pub mod storage;
 
 pub use bus::{
-    BusReply, ConnectionHandoff, Delivery, DirectReply, Inbox, PartitionOp, Reply, ReplySocket, Responder, ShardBus,
-    ShardReply, ShardRequest,
+    BusReply, ConnectionHandoff, Delivery, DirectReply, Inbox, PartitionOp, Reply, Responder, ShardBus, ShardReply,
+    ShardRequest,
 };
 pub use clock::Clock;
 pub use diagnostics::Diagnostics;
@@ -23,6 +24,7 @@ pub use metadata_view::{MetadataPublish, MetadataRead};
 pub use offload::Offload;
 pub use pinning::Pinning;
 pub use replica_network::ReplicaNetwork;
+pub use reply_socket::ReplySocket;
 pub use storage::{Space, Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.

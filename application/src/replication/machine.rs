@@ -7,9 +7,9 @@ use std::collections::VecDeque;
 use rill_domain::checksum::xxh3_64;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::{Applied, Metadata};
+use rill_domain::reader::Reader;
 use rill_domain::vsr::{InvalidSnapshot, StateMachine};
 use rill_domain::wire::command::MetadataOp;
-use rill_domain::wire::reader::Reader;
 
 /// Outcomes waiting for the caller; more than this many unread means the caller stopped
 /// draining, and the oldest are dropped rather than growing without bound.

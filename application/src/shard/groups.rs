@@ -7,8 +7,8 @@
 use rill_domain::consumer_group::{ConsumerGroup, GroupKey, MemberId};
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
+use rill_domain::reader::Put;
 use rill_domain::wire::command::{MetadataOp, TopicRef};
-use rill_domain::wire::reader::Put;
 
 use super::{Shard, queries};
 use crate::ports::{Env, MetadataRead, ShardReply};

@@ -8,62 +8,11 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use rill_domain::Namespace;
-use rill_domain::retention::{RetentionDefaults, RetentionPolicy, segments_to_delete};
+use rill_domain::retention::{RetentionPolicy, segments_to_delete};
 
 use super::{Partition, Shard};
-use crate::partition::{DamagedBatch, Detached, PartitionDefaults, ScrubChunk, remove_detached};
+use crate::partition::{DamagedBatch, Detached, ScrubChunk, remove_detached};
 use crate::ports::{Env, HostMetrics, MetadataRead, Storage};
-
-/// Server-wide data settings: reads, retention, scrubbing, dedup and the free-space floor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataConfig {
-    pub partition: PartitionDefaults,
-    pub retention: RetentionDefaults,
-    /// How often each shard's cleaner runs; `None` with `cleaner_enabled = false`.
-    pub cleaner_interval_us: Option<u64>,
-    /// Bytes of sealed segments each shard's scrubber verifies per second; `None`: off.
-    pub scrub_bytes_per_second: Option<u64>,
-    /// Below this much free space on the data volume, sends are refused.
-    pub min_free_space: FreeSpaceFloor,
-    pub space_check_interval_us: u64,
-    /// Per shard, bytes of the latest direct log writes the storage keeps for polls.
-    pub direct_io_cache_bytes: u64,
-    /// Per shard, bytes of logs retention removed that their partitions keep to write
-    /// over again (0: none); the server's budget is this times the shard count.
-    pub spare_logs_bytes: u64,
-}
-
-impl Default for DataConfig {
-    fn default() -> Self {
-        Self {
-            partition: PartitionDefaults::default(),
-            retention: RetentionDefaults::default(),
-            cleaner_interval_us: Some(60_000_000),
-            scrub_bytes_per_second: Some(8 << 20),
-            min_free_space: FreeSpaceFloor::Bytes(64 << 20),
-            space_check_interval_us: 1_000_000,
-            direct_io_cache_bytes: 256 << 20,
-            spare_logs_bytes: 512 << 20,
-            // The server's configuration turns it on where partitions are not replicated.
-        }
-    }
-}
-
-/// A free-space floor: bytes, or hundredths of a percent of the volume.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FreeSpaceFloor {
-    Bytes(u64),
-    Basis(u32),
-}
-
-impl FreeSpaceFloor {
-    pub fn bytes(self, total_bytes: u64) -> u64 {
-        match self {
-            Self::Bytes(bytes) => bytes,
-            Self::Basis(basis) => (total_bytes as u128 * basis as u128 / 10_000) as u64,
-        }
-    }
-}
 
 /// Where a shard's scrubber is: the partition, the segment and the entry it reads next.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,7 +4,6 @@
 //! A shard lives on one thread and one event loop; no `RefCell` borrow is held across an
 //! `.await`.
 
-mod clients;
 mod flusher;
 mod group;
 mod group_health;
@@ -33,89 +32,17 @@ use rill_domain::Namespace;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
 use rill_domain::wire::command::MetadataOp;
-use rill_domain::wire::response::NodePorts;
 
-pub use clients::{ClientEntry, ClientRegistry, Transport};
 pub use group::PartitionGroup;
-pub use maintenance::{DataConfig, FreeSpaceFloor, ScrubCursor};
-pub use replication::{MetadataWriter, ReplicaRole};
+pub use maintenance::ScrubCursor;
+pub use replication::MetadataWriter;
 
-use crate::credentials::RootSeed;
+use crate::clients::Transport;
+use crate::config::ServerConfig;
 use crate::partition::PartitionLog;
 use crate::ports::{BusReply, Clock, Env, MetadataRead, Reply, ShardBus, ShardRequest, Storage};
-use crate::replication::{JournalError, Membership, Replication};
+use crate::replication::{JournalError, Replication};
 use crate::shared::{PartitionSnapshot, PartitionStats, Shared};
-
-/// What the server needs to know that is not in its data directory.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub data_path: PathBuf,
-    pub root: RootSeed,
-    /// Address and ports cluster metadata advertises.
-    pub advertised_ip: String,
-    pub ports: NodePorts,
-    pub host: HostInfo,
-    pub security: SecurityConfig,
-    pub data: DataConfig,
-    /// This node's replica id and the cluster's size (one node by default).
-    pub membership: Membership,
-    /// Each roster node's client address and ports, by replica id (empty on one node).
-    pub cluster_nodes: Vec<(String, NodePorts)>,
-    /// `[system.encryption]`: messages are sealed at rest with this key.
-    pub encryption: Option<crate::encryption::EncryptionKey>,
-}
-
-/// Limits of logins, sessions, tokens and consumer groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SecurityConfig {
-    pub login_max_failures: u32,
-    pub login_failure_window_us: u64,
-    /// How long a failed password login waits before it is answered.
-    pub login_failure_delay_us: u64,
-    /// How long a consumer-group partition waits for its old owner to let go.
-    pub rebalancing_timeout_us: u64,
-    pub token_cleaner_interval_us: u64,
-    /// A connection silent for longer than this is evicted (0: never). Clients ping every
-    /// few seconds, so only dead or stuck peers reach it.
-    pub session_idle_limit_us: u64,
-    /// Client connections served at once over the binary transports (0: no limit).
-    pub max_connections: u32,
-    /// How long a connection may go without a logged-in session, from connect or logout
-    /// (0: no limit).
-    pub login_timeout_us: u64,
-    /// How long a frame's body may take to arrive once its header has (0: no limit).
-    pub frame_timeout_us: u64,
-    /// The largest request frame a connection may send, header included: what one
-    /// connection can make the server buffer.
-    pub max_frame_bytes: usize,
-}
-
-impl Default for SecurityConfig {
-    fn default() -> Self {
-        Self {
-            login_max_failures: 10,
-            login_failure_window_us: 300_000_000,
-            login_failure_delay_us: 250_000,
-            rebalancing_timeout_us: 30_000_000,
-            token_cleaner_interval_us: 60_000_000,
-            session_idle_limit_us: 36_000_000,
-            max_connections: 10_000,
-            login_timeout_us: 10_000_000,
-            frame_timeout_us: 30_000_000,
-            max_frame_bytes: rill_domain::constants::MAX_FRAME_SIZE,
-        }
-    }
-}
-
-/// Static facts about the host, read once at start by the composition root.
-#[derive(Debug, Clone, Default)]
-pub struct HostInfo {
-    pub hostname: String,
-    pub os_name: String,
-    pub os_version: String,
-    pub kernel_version: String,
-    pub total_memory: u64,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

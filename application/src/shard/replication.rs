@@ -16,6 +16,7 @@ use super::Shard;
 use super::group_reopen::{Halt, reopening_seed};
 use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
 use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
+use crate::shared::ReplicaRole;
 
 /// A metadata request waiting for its op to commit, and the tick it started at.
 struct Waiter {
@@ -88,14 +89,6 @@ impl<E: Env> MetadataWriter<E> {
             }
         }
     }
-}
-
-/// The replica's role, for cluster metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaRole {
-    pub view: u32,
-    pub primary: u8,
-    pub normal: bool,
 }
 
 impl<E: Env> Shard<E> {
@@ -207,7 +200,7 @@ impl<E: Env> Shard<E> {
         if writer.halted.get().is_some() {
             return Err(ErrorCode::IoError);
         }
-        let mut reader = rill_domain::wire::reader::Reader::new(body);
+        let mut reader = rill_domain::reader::Reader::new(body);
         let Ok(Some(op)) = rill_domain::wire::command::MetadataOp::decode(operation, &mut reader) else {
             return Err(ErrorCode::InvalidFormat);
         };

@@ -16,7 +16,7 @@ use rill_domain::error::ErrorCode;
 use rill_domain::wire::command::TopicRef;
 use rill_domain::wire::response;
 
-use crate::dispatch::{Caller, Connection};
+use crate::connection::{Caller, Connection};
 use crate::ports::{Env, ShardReply};
 use crate::shard::Shard;
 

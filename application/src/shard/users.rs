@@ -5,8 +5,8 @@ use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
 use rill_domain::metadata::User;
 use rill_domain::permissions::{Access, Permissions};
+use rill_domain::reader::Put;
 use rill_domain::wire::command::{Credentials, MetadataOp};
-use rill_domain::wire::reader::Put;
 use rill_domain::wire::response;
 
 use super::Shard;

@@ -8,8 +8,8 @@ use super::{Metadata, Stream, Token, Topic, User};
 use crate::consumer_group::ConsumerGroup;
 use crate::error::ErrorCode;
 use crate::permissions::Permissions;
+use crate::reader::{Put, Reader};
 use crate::topic_options::{Compression, TopicSettings};
-use crate::wire::reader::{Put, Reader};
 
 /// Format version, first in every snapshot. Version 2 added consumer-group membership;
 /// a version 1 snapshot restores every group with no members.

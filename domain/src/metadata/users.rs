@@ -1,41 +1,15 @@
-//! Users, their personal access tokens, and consumer groups in the metadata state machine.
-//! Passwords and tokens appear here only as hashes made outside the domain.
+//! Users and their personal access tokens in the metadata state machine: the operations
+//! that create, change and remove them.
 
 use std::collections::BTreeMap;
 
+use super::user::{MAX_TOKENS_PER_USER, STATUS_ACTIVE, STATUS_INACTIVE, Token, User};
 use super::{Applied, Metadata, lowest_free};
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
 
-pub const STATUS_ACTIVE: u8 = 1;
-pub const STATUS_INACTIVE: u8 = 2;
-pub const MAX_TOKENS_PER_USER: usize = 100;
 const MAX_USERS: u32 = 1 << 20;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
-    pub hash: String,
-    /// Microseconds since the epoch; 0 never expires.
-    pub expiry_at: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub id: u32,
-    pub username: String,
-    pub password_hash: String,
-    pub status: u8,
-    pub created_at: u64,
-    pub permissions: Option<Permissions>,
-    pub tokens: BTreeMap<String, Token>,
-}
-
-impl User {
-    pub fn is_active(&self) -> bool {
-        self.status == STATUS_ACTIVE
-    }
-}
 
 fn valid_username(username: &str) -> Result<(), ErrorCode> {
     if (3..=50).contains(&username.len()) { Ok(()) } else { Err(ErrorCode::InvalidUsername) }

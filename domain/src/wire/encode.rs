@@ -6,9 +6,9 @@ use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::{Permissions, put_present};
 use crate::polling::PollingStrategy;
+use crate::reader::Put;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::command::{Command, Consumer, MetadataOp, Partitioning, PollRequest, TopicRef};
-use crate::wire::reader::Put;
 
 /// An encoded request: operation byte, NonReplicated code (0 for other operations), body.
 #[derive(Debug, Clone, PartialEq, Eq)]

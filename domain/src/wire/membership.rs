@@ -6,9 +6,9 @@
 
 use crate::consumer_group::{GroupKey, MemberId};
 use crate::error::ErrorCode;
+use crate::reader::{Put, Reader};
 use crate::wire::codes::operation as op;
 use crate::wire::command::MetadataOp;
-use crate::wire::reader::{Put, Reader};
 
 /// Operations decoded into `MetadataOp` by this module.
 pub fn is_membership_op(operation: u8) -> bool {

@@ -3,10 +3,10 @@
 
 pub mod codes;
 pub mod command;
+pub mod decode;
 pub mod encode;
 pub mod header;
 pub mod membership;
-pub mod reader;
 pub mod response;
 pub mod tlv;
 pub mod users;

@@ -2,7 +2,7 @@
 
 use crate::constants::{PROTOCOL_VERSION, SERVER_VERSION};
 use crate::metadata::Topic;
-use crate::wire::reader::Put;
+use crate::reader::Put;
 
 /// Size and message counters of a partition, topic or stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use crate::constants::MAX_USER_HEADERS_SIZE;
 use crate::error::ErrorCode;
-use crate::wire::reader::Reader;
+use crate::reader::Reader;
 
 pub const KIND_RAW: u8 = 1;
 pub const KIND_STRING: u8 = 2;

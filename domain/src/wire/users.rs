@@ -4,9 +4,9 @@
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::permissions::Permissions;
+use crate::reader::{Put, Reader};
 use crate::wire::codes::operation as op;
 use crate::wire::command::{Command, MetadataOp, TopicRef};
-use crate::wire::reader::{Put, Reader};
 
 /// Replicated operations that reach the use cases as commands, not as journal entries:
 /// they carry secrets (hashed first) or ephemeral membership (never journaled).

@@ -1,0 +1,159 @@
+//! A client connection as the application sees it, apart from its socket: the session a
+//! login bound to it, where its partition traffic goes, and what a transport does with a
+//! request's result.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use rill_domain::affinity::Affinity;
+
+use crate::memory_pool::PoolSlice;
+use crate::ports::ReplySocket;
+
+/// A session bound to a connection by a successful login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundSession {
+    pub client: u128,
+    pub session: u64,
+    pub user_id: u32,
+}
+
+/// Who runs a request: the client and connection it came from (both 0 through a
+/// connectionless gateway) and the authenticated user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub client: u128,
+    pub client_id: u32,
+    pub user_id: u32,
+    /// The session of the caller's login (0 through a gateway).
+    pub session: u64,
+}
+
+/// Per-connection state a transport keeps and passes to every `handle` call. The session
+/// sits in a `Cell` so requests of one connection may run concurrently on its shard (QUIC
+/// serves each stream independently); a login or logout replaces it whole.
+#[derive(Debug)]
+pub struct Connection {
+    pub client_id: u32,
+    bound: Cell<Option<BoundSession>>,
+    /// Where its partition requests went lately (see `rill_domain::affinity`).
+    affinity: Cell<Affinity>,
+    /// The shard this connection should move to, once its transport can move it.
+    move_to: Cell<Option<u16>>,
+    /// The coordinator login (client, session) whose group identity this data connection
+    /// polls with (ATTACH_CONSUMER_SESSION, multi-node routing).
+    attached: Cell<Option<(u128, u64)>>,
+    /// The socket a partition's owner on another shard may write a send's reply to.
+    reply_socket: Option<Arc<dyn ReplySocket>>,
+}
+
+/// What a connection is, apart from its socket: enough to go on serving it on another shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionState {
+    pub client_id: u32,
+    pub bound: Option<BoundSession>,
+    pub attached: Option<(u128, u64)>,
+}
+
+impl Connection {
+    pub fn new(client_id: u32) -> Self {
+        Self::resume(ConnectionState { client_id, bound: None, attached: None })
+    }
+
+    /// A connection moved from another shard, logged in as it was there.
+    pub fn resume(state: ConnectionState) -> Self {
+        let ConnectionState { client_id, bound, attached } = state;
+        let attached = Cell::new(attached);
+        Self {
+            client_id,
+            bound: Cell::new(bound),
+            affinity: Cell::default(),
+            move_to: Cell::new(None),
+            attached,
+            reply_socket: None,
+        }
+    }
+
+    /// Lets the owners of the partitions this connection sends to write their replies to
+    /// `socket` themselves.
+    pub fn with_reply_socket(mut self, socket: Arc<dyn ReplySocket>) -> Self {
+        self.reply_socket = Some(socket);
+        self
+    }
+
+    pub fn state(&self) -> ConnectionState {
+        ConnectionState { client_id: self.client_id, bound: self.bound.get(), attached: self.attached.get() }
+    }
+
+    pub fn bound(&self) -> Option<BoundSession> {
+        self.bound.get()
+    }
+
+    /// Binds the session of a successful login, replacing any earlier one.
+    pub(crate) fn bind(&self, session: BoundSession) {
+        self.bound.set(Some(session));
+    }
+
+    /// Unbinds its session (a logout, or a login that replaces it); the one it had.
+    pub(crate) fn unbind(&self) -> Option<BoundSession> {
+        self.bound.take()
+    }
+
+    /// The socket a partition's owner on another shard may write a send's reply to.
+    pub(crate) fn reply_socket(&self) -> Option<Arc<dyn ReplySocket>> {
+        self.reply_socket.clone()
+    }
+
+    pub(crate) fn attachment(&self) -> Option<(u128, u64)> {
+        self.attached.get()
+    }
+
+    pub(crate) fn attach(&self, client: u128, session: u64) {
+        self.attached.set(Some((client, session)));
+    }
+
+    pub(crate) fn detach(&self) {
+        self.attached.set(None);
+    }
+
+    /// The shard this connection's partition traffic says it belongs on, once; a transport
+    /// that can move connections asks after each reply it wrote.
+    pub fn take_move(&self) -> Option<u16> {
+        self.move_to.take()
+    }
+
+    pub(crate) fn record_route(&self, home: u16, owner: u16) {
+        let mut affinity = self.affinity.get();
+        if let Some(target) = affinity.record(home, owner) {
+            self.move_to.set(Some(target));
+        }
+        self.affinity.set(affinity);
+    }
+}
+
+/// What a transport does with the result of one request. Dropping the frame once it is
+/// written gives its buffer back to the pool.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send the frame and keep serving the connection.
+    Reply(PoolSlice),
+    /// Send the frame (an Eviction) and close the connection.
+    Evict(PoolSlice),
+}
+
+impl Outcome {
+    pub(crate) fn reply(frame: Vec<u8>) -> Self {
+        Outcome::Reply(PoolSlice::plain(frame))
+    }
+
+    pub(crate) fn evict(frame: Vec<u8>) -> Self {
+        Outcome::Evict(PoolSlice::plain(frame))
+    }
+
+    /// The frame to write.
+    pub fn frame(&self) -> &[u8] {
+        match self {
+            Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
+        }
+    }
+}
