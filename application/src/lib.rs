@@ -15,6 +15,8 @@ pub mod login;
 pub mod login_guard;
 pub mod memory_pool;
 pub mod partition;
+pub mod partition_group;
+pub mod partitions;
 pub mod ports;
 pub mod replication;
 pub mod shard;

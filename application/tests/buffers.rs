@@ -17,7 +17,7 @@ use rill_domain::wire::codes::{code, operation};
 /// The request frame in a pooled buffer, as a transport reads it.
 fn pooled_frame(client: &mut Client, op: u8, nr_code: u32, body: &[u8]) -> PoolBuf {
     let bytes = client.frame(op, nr_code, body);
-    let mut frame = client.system.shared.pool.acquire(bytes.len());
+    let mut frame = client.system.shared().pool.acquire(bytes.len());
     frame.copy_from_slice(&bytes);
     frame
 }
@@ -74,7 +74,7 @@ fn a_polled_batch_is_served_from_the_buffer_the_read_filled() {
 fn every_pooled_buffer_goes_home() {
     let storage = SimStorage::new();
     let (shards, _) = start_shards(&storage, 3);
-    let pool = shards[0].shared.pool;
+    let pool = shards[0].shared().pool;
     let mut client = Client::login(&shards[1]);
     create_persisted_topic(&mut client, "durable", 3);
     create_stream_and_topic(&mut client, "journaled", 3);

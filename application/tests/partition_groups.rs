@@ -577,7 +577,7 @@ fn a_purge_record_a_failing_disk_kept_out_is_written_once_the_disk_works() {
 
     // `/metrics` shows the lagging copy on node 2 alone, and every group in normal status.
     let gauges = |cluster: &Cluster, node: usize| {
-        let group = &cluster.nodes[node].shards[0].shared.telemetry.groups[0];
+        let group = &cluster.nodes[node].shards[0].shared().telemetry.groups[0];
         let lagging = group.lagging_copies.load(std::sync::atomic::Ordering::Relaxed);
         (
             group.normal.load(std::sync::atomic::Ordering::Relaxed),
@@ -623,7 +623,7 @@ fn a_group_whose_journal_failed_opens_again_once_its_disk_works(failing: u8) {
     storage.fail_under(&group_dir(&storage).expect("group 0's journal"), std::io::ErrorKind::StorageFull);
     let other = (failing + 1) % NODES;
     let halted = |cluster: &Cluster| {
-        let gauges = &cluster.nodes[failing as usize].shards[0].shared.telemetry.groups[0];
+        let gauges = &cluster.nodes[failing as usize].shards[0].shared().telemetry.groups[0];
         gauges.halted.load(std::sync::atomic::Ordering::Relaxed)
     };
     // The first send through the failing node may be the one its journal refuses.

@@ -533,7 +533,7 @@ impl Run {
         self.flushers.clear();
         self.clients.clear();
         for shard in &self.shards {
-            self.totals.expired_segments += shard.shared.telemetry.data.retention_segments.swap(0, Ordering::Relaxed);
+            self.totals.expired_segments += shard.shared().telemetry.data.retention_segments.swap(0, Ordering::Relaxed);
         }
         self.shards.clear();
         // A pass cut off by the stop may have deleted segments by the clock of now.

@@ -19,11 +19,11 @@ fn metadata_from_a_peer_shard_is_committed_by_shard_zero() {
     let mut client = Client::login(&shards[2]);
     create_stream_and_topic(&mut client, "orders", 6);
     assert!(calls[2].borrow().iter().any(|(to, kind)| *to == 0 && *kind == "metadata"));
-    assert_eq!(shards[2].shared.telemetry.bus.metadata_forwarded.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(shards[2].shared().telemetry.bus.metadata_forwarded.load(std::sync::atomic::Ordering::Relaxed), 2);
     // Shard 0 opened each partition on its owner.
     for partition in 0..6 {
         let owner = Namespace::new(0, 0, partition).unwrap().shard(SHARDS);
-        let stats = shards[1].shared.partitions.stats(Namespace::new(0, 0, partition).unwrap()).expect("registered");
+        let stats = shards[1].shared().partitions.stats(Namespace::new(0, 0, partition).unwrap()).expect("registered");
         assert_eq!(stats.shard, owner);
     }
 }
@@ -42,7 +42,7 @@ fn partition_requests_are_forwarded_to_owners_and_answered() {
         assert_eq!(count, 2, "partition {partition}");
         assert!(reply.windows(2).any(|w| w == b"bb"));
     }
-    let forwarded = shards[1].shared.telemetry.bus.forwarded.load(std::sync::atomic::Ordering::Relaxed);
+    let forwarded = shards[1].shared().telemetry.bus.forwarded.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(forwarded as usize, remote.len() * 2, "one send and one poll per remote partition");
     assert_eq!(send(&mut client, 0, 6, &[b"x"]), Err(3007));
 }
@@ -85,7 +85,7 @@ fn a_failed_journal_write_stops_metadata_changes_until_the_disk_works_and_data_g
     let denied = [6, b'd', b'e', b'n', b'i', b'e', b'd'];
     assert_eq!(client.call(operation::CREATE_STREAM, 0, &denied), Err(13000), "IoError, and no exit");
     let halted = |shards: &[std::rc::Rc<rill_application::Shard<SimEnv>>]| {
-        shards[0].shared.telemetry.metadata_halted.load(Relaxed)
+        shards[0].shared().telemetry.metadata_halted.load(Relaxed)
     };
     assert!(halted(&shards));
     block_on(shards[0].retry_failed_writes());
@@ -124,7 +124,7 @@ fn one_failing_partition_leaves_the_others_serving() {
     // The next write (partition 0's log) fails: that send alone is refused.
     storage.fail_calls(storage.mutating_calls()..storage.mutating_calls() + 1, std::io::ErrorKind::StorageFull);
     assert_eq!(send(&mut client, 0, 0, &[b"refused"]), Err(4006));
-    let read_only = shards[1].shared.partitions.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only();
+    let read_only = shards[1].shared().partitions.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only();
     assert!(read_only, "partition 0 is read-only");
     for partition in 1..3 {
         send(&mut client, 0, partition, &[b"second"]).expect("the other partitions take sends");
@@ -133,7 +133,7 @@ fn one_failing_partition_leaves_the_others_serving() {
     assert_eq!(poll(&mut client, 0, 0).0, 1, "partition 0 still serves what it stored");
     send(&mut client, 0, 0, &[b"retried"]).expect("the next write succeeds");
     assert_eq!(poll(&mut client, 0, 0).0, 2);
-    assert!(!shards[1].shared.partitions.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only());
+    assert!(!shards[1].shared().partitions.stats(Namespace::new(0, 0, 0).unwrap()).unwrap().read_only());
 }
 
 /// Stores the offset of consumer 1 on partition 0 of topic 0 of stream 0.
@@ -340,6 +340,6 @@ fn the_owner_of_a_partition_on_another_shard_writes_a_sends_reply_to_the_socket(
         }
     }
     let direct =
-        shards[owner(remote) as usize].shared.telemetry.bus.direct_replies.load(std::sync::atomic::Ordering::Relaxed);
+        shards[owner(remote) as usize].shared().telemetry.bus.direct_replies.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(direct, 1, "one reply went out whole from the owner");
 }

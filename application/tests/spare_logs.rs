@@ -269,7 +269,7 @@ fn a_deleted_topics_bytes_are_in_no_file_of_the_topic_created_after_it_across_a_
         }
     }
     assert_eq!(files_holding(&storage, &secret[..54]), Vec::<PathBuf>::new(), "the new topic's files hold none");
-    assert_eq!(shard.shared.telemetry.data.spare_logs.taken.load(Relaxed), 0);
+    assert_eq!(shard.shared().telemetry.data.spare_logs.taken.load(Relaxed), 0);
     drop(client);
     drop(shard);
     storage.crash(0);

@@ -86,7 +86,7 @@ pub fn serve(system: &Rc<ProductionShard>, cluster: &ClusterConfig, listener: Op
     });
     let watched = system.clone();
     let presence: rill_adapter_replica_tcp::Presence =
-        Rc::new(move |replica, up| watched.shared.replica.peer_connection(replica, up));
+        Rc::new(move |replica, up| watched.shared().replica.peer_connection(replica, up));
     let (me, replicas) = (cluster.replica_id, cluster.replicas.len() as u8);
     let plane = rill_adapter_replica_tcp::serve(listener, handler, presence, security, me, replicas);
     compio::runtime::spawn(plane).detach();

@@ -206,7 +206,8 @@ async fn report_pool(shared: Arc<Shared>) {
 
 /// Removes expired personal access tokens at the configured interval (shard 0 only).
 async fn clean_tokens(system: Rc<ProductionShard>) {
-    let interval = std::time::Duration::from_micros(system.shared.config.security.token_cleaner_interval_us.max(1000));
+    let interval =
+        std::time::Duration::from_micros(system.shared().config.security.token_cleaner_interval_us.max(1000));
     loop {
         compio::time::sleep(interval).await;
         system.remove_expired_tokens().await;
@@ -216,7 +217,7 @@ async fn clean_tokens(system: Rc<ProductionShard>) {
 /// The data volume's free space, read every check interval (shard 0 only; the floor it
 /// sets is shared by every shard).
 async fn watch_free_space(system: Rc<ProductionShard>) {
-    let interval = std::time::Duration::from_micros(system.shared.config.data.space_check_interval_us.max(1000));
+    let interval = std::time::Duration::from_micros(system.shared().config.data.space_check_interval_us.max(1000));
     loop {
         system.check_free_space().await;
         compio::time::sleep(interval).await;
@@ -235,7 +236,7 @@ async fn watch_memberships(system: Rc<ProductionShard>) {
 /// Each shard's background work on the partitions it owns: the retention cleaner, the
 /// scrubber, and retries of partitions whose last write failed.
 fn spawn_maintenance(system: &Rc<ProductionShard>) {
-    let data = system.shared.config.data;
+    let data = system.shared().config.data;
     if let Some(interval_us) = data.cleaner_interval_us {
         let system = system.clone();
         compio::runtime::spawn(async move {
@@ -265,7 +266,7 @@ fn spawn_maintenance(system: &Rc<ProductionShard>) {
 /// as the chunk takes at that rate; after a full pass, at least a second.
 async fn scrub(system: Rc<ProductionShard>, rate: u64) {
     let chunk = (rate as usize).clamp(64 << 10, 4 << 20);
-    let mut cursor = rill_application::shard::ScrubCursor::default();
+    let mut cursor = rill_application::partitions::ScrubCursor::default();
     loop {
         let bytes = system.scrub_step(&mut cursor, chunk).await;
         let pause_us = if bytes == 0 { 1_000_000 } else { bytes as u64 * 1_000_000 / rate.max(1) };
@@ -431,7 +432,7 @@ impl Shard0 {
         // Every shard is told to stop, even when one could not flush, after a failed start
         // as after a clean shutdown.
         self.stop_peers().await;
-        log_pool(&system.shared);
+        log_pool(system.shared());
         result?;
         tracing::info!("shutdown complete");
         Ok(())
@@ -484,7 +485,7 @@ impl Shard0 {
             let gateway = Arc::new(rill_adapter_bus_crossfire::CrossfireGateway::new(self.bus.clone()));
             rill_adapter_transport_http::spawn(
                 http,
-                GatewayContext::new(system.shared.clone()),
+                GatewayContext::new(system.shared().clone()),
                 settings,
                 tls,
                 gateway,
@@ -511,7 +512,7 @@ impl Shard0 {
             .detach();
         }
         spawn_maintenance(system);
-        compio::runtime::spawn(report_pool(system.shared.clone())).detach();
+        compio::runtime::spawn(report_pool(system.shared().clone())).detach();
         compio::runtime::spawn(clean_tokens(system.clone())).detach();
         compio::runtime::spawn(watch_free_space(system.clone())).detach();
         compio::runtime::spawn(watch_memberships(system.clone())).detach();

@@ -24,7 +24,7 @@ use crate::HttpState;
 use crate::api::{ApiError, ApiResult, body, identifier, json, json_bytes, no_content, topic_ref};
 use crate::replies;
 
-type Shared = State<Arc<HttpState>>;
+type Http = State<Arc<HttpState>>;
 
 #[derive(Deserialize)]
 struct PartitioningBody {
@@ -203,7 +203,7 @@ pub(crate) fn store_offset_command(topic: TopicRef, bytes: &[u8]) -> ApiResult<C
 }
 
 pub async fn send(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     bytes: Bytes,
@@ -251,7 +251,7 @@ fn replies_confirmations(body: &[u8]) -> ApiResult<Value> {
 }
 
 pub async fn poll(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     Query(query): Query<PollQuery>,
@@ -275,7 +275,7 @@ pub async fn poll(
 
 /// The 0.11 client's flush path: `.../messages/flush/{partition}/fsync={bool}`.
 pub async fn flush(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic, partition_id, fsync)): Path<(String, String, u32, String)>,
 ) -> Response {
@@ -294,7 +294,7 @@ pub async fn flush(
 }
 
 pub async fn get_offset(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     Query(query): Query<OffsetQuery>,
@@ -313,7 +313,7 @@ pub async fn get_offset(
 }
 
 pub async fn store_offset(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     bytes: Bytes,
@@ -328,7 +328,7 @@ pub async fn store_offset(
 }
 
 pub async fn delete_offset(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic, consumer_id)): Path<(String, String, String)>,
     Query(query): Query<OffsetQuery>,

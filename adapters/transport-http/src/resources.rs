@@ -16,7 +16,7 @@ use crate::HttpState;
 use crate::api::{ApiResult, body, created, identifier, json, no_content, topic_ref};
 use crate::replies;
 
-type Shared = State<Arc<HttpState>>;
+type Http = State<Arc<HttpState>>;
 
 #[derive(Deserialize)]
 pub(crate) struct NameBody {
@@ -83,11 +83,11 @@ fn topic_options(request: &CreateTopicBody) -> Vec<u8> {
     out
 }
 
-pub async fn get_streams(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn get_streams(State(state): Http, headers: HeaderMap) -> Response {
     json(async { replies::streams(&state.run(&headers, Command::GetStreams).await?) }.await)
 }
 
-pub async fn get_stream(State(state): Shared, headers: HeaderMap, Path(stream): Path<String>) -> Response {
+pub async fn get_stream(State(state): Http, headers: HeaderMap, Path(stream): Path<String>) -> Response {
     json(
         async {
             let reply = state.run(&headers, Command::GetStream { stream: identifier(&stream)? }).await?;
@@ -97,7 +97,7 @@ pub async fn get_stream(State(state): Shared, headers: HeaderMap, Path(stream): 
     )
 }
 
-pub async fn create_stream(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
+pub async fn create_stream(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
     created(
         async {
             let request: NameBody = body(&bytes)?;
@@ -109,7 +109,7 @@ pub async fn create_stream(State(state): Shared, headers: HeaderMap, bytes: Byte
 }
 
 pub async fn update_stream(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(stream): Path<String>,
     bytes: Bytes,
@@ -124,17 +124,17 @@ pub async fn update_stream(
     )
 }
 
-pub async fn delete_stream(State(state): Shared, headers: HeaderMap, Path(stream): Path<String>) -> Response {
+pub async fn delete_stream(State(state): Http, headers: HeaderMap, Path(stream): Path<String>) -> Response {
     let op = |stream| MetadataOp::DeleteStream { stream };
     no_content(async { state.run(&headers, Command::Metadata(op(identifier(&stream)?))).await }.await)
 }
 
-pub async fn purge_stream(State(state): Shared, headers: HeaderMap, Path(stream): Path<String>) -> Response {
+pub async fn purge_stream(State(state): Http, headers: HeaderMap, Path(stream): Path<String>) -> Response {
     let op = |stream| MetadataOp::PurgeStream { stream };
     no_content(async { state.run(&headers, Command::Metadata(op(identifier(&stream)?))).await }.await)
 }
 
-pub async fn get_topics(State(state): Shared, headers: HeaderMap, Path(stream): Path<String>) -> Response {
+pub async fn get_topics(State(state): Http, headers: HeaderMap, Path(stream): Path<String>) -> Response {
     json(
         async {
             let reply = state.run(&headers, Command::GetTopics { stream: identifier(&stream)? }).await?;
@@ -145,7 +145,7 @@ pub async fn get_topics(State(state): Shared, headers: HeaderMap, Path(stream): 
 }
 
 pub async fn get_topic(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
 ) -> Response {
@@ -159,7 +159,7 @@ pub async fn get_topic(
 }
 
 pub async fn create_topic(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(stream): Path<String>,
     bytes: Bytes,
@@ -176,7 +176,7 @@ pub async fn create_topic(
 }
 
 pub async fn update_topic(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     bytes: Bytes,
@@ -200,16 +200,16 @@ async fn topic_op(
     state.run(headers, Command::Metadata(op(topic_ref(&stream, &topic)?))).await
 }
 
-pub async fn delete_topic(State(state): Shared, headers: HeaderMap, Path(path): Path<(String, String)>) -> Response {
+pub async fn delete_topic(State(state): Http, headers: HeaderMap, Path(path): Path<(String, String)>) -> Response {
     no_content(topic_op(&state, &headers, path, MetadataOp::DeleteTopic).await)
 }
 
-pub async fn purge_topic(State(state): Shared, headers: HeaderMap, Path(path): Path<(String, String)>) -> Response {
+pub async fn purge_topic(State(state): Http, headers: HeaderMap, Path(path): Path<(String, String)>) -> Response {
     no_content(topic_op(&state, &headers, path, MetadataOp::PurgeTopic).await)
 }
 
 pub async fn create_partitions(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(path): Path<(String, String)>,
     bytes: Bytes,
@@ -225,7 +225,7 @@ pub async fn create_partitions(
 }
 
 pub async fn delete_partitions(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(path): Path<(String, String)>,
     Query(query): Query<PartitionsQuery>,
@@ -235,7 +235,7 @@ pub async fn delete_partitions(
 }
 
 pub async fn delete_segments(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic, partition_id)): Path<(String, String, u32)>,
     Query(query): Query<SegmentsQuery>,
@@ -251,7 +251,7 @@ pub async fn delete_segments(
 }
 
 pub async fn get_groups(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
 ) -> Response {
@@ -265,7 +265,7 @@ pub async fn get_groups(
 }
 
 pub async fn get_group(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic, group)): Path<(String, String, String)>,
 ) -> Response {
@@ -279,7 +279,7 @@ pub async fn get_group(
 }
 
 pub async fn create_group(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic)): Path<(String, String)>,
     bytes: Bytes,
@@ -295,7 +295,7 @@ pub async fn create_group(
 }
 
 pub async fn delete_group(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path((stream, topic, group)): Path<(String, String, String)>,
 ) -> Response {

@@ -18,9 +18,9 @@ use crate::HttpState;
 use crate::api::{ApiError, ApiResult, body, json};
 use crate::replies;
 
-type Shared = State<Arc<HttpState>>;
+type Http = State<Arc<HttpState>>;
 
-pub async fn stats(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn stats(State(state): Http, headers: HeaderMap) -> Response {
     json(
         async {
             let mut document = replies::stats(&state.run(&headers, Command::GetStats).await?)?;
@@ -36,16 +36,16 @@ pub async fn stats(State(state): Shared, headers: HeaderMap) -> Response {
     )
 }
 
-pub async fn clients(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn clients(State(state): Http, headers: HeaderMap) -> Response {
     json(async { replies::clients(&state.run(&headers, Command::GetClients).await?) }.await)
 }
 
-pub async fn client(State(state): Shared, headers: HeaderMap, Path(client_id): Path<u32>) -> Response {
+pub async fn client(State(state): Http, headers: HeaderMap, Path(client_id): Path<u32>) -> Response {
     json(async { replies::client_details(&state.run(&headers, Command::GetClient { client_id }).await?) }.await)
 }
 
 /// `GET /options/{topic|stream|user}`: what that resource's create command accepts.
-pub async fn options(State(state): Shared, headers: HeaderMap, Path(scope): Path<String>) -> Response {
+pub async fn options(State(state): Http, headers: HeaderMap, Path(scope): Path<String>) -> Response {
     let scope = match scope.as_str() {
         "topic" => topic_options::SCOPE_TOPIC,
         "stream" => topic_options::SCOPE_STREAM,
@@ -86,7 +86,7 @@ pub(crate) fn snapshot_command(request: &SnapshotBody) -> ApiResult<Command<'sta
 }
 
 /// `POST /snapshot`: the zip archive itself, as the SDK saves it.
-pub async fn snapshot(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
+pub async fn snapshot(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
     let archive = async { state.run(&headers, snapshot_command(&body(&bytes)?)?).await }.await;
     match archive {
         Ok(archive) => ([(header::CONTENT_TYPE, "application/zip")], archive).into_response(),
@@ -94,6 +94,6 @@ pub async fn snapshot(State(state): Shared, headers: HeaderMap, bytes: Bytes) ->
     }
 }
 
-pub async fn cluster(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn cluster(State(state): Http, headers: HeaderMap) -> Response {
     json(async { replies::cluster(&state.run(&headers, Command::GetClusterMetadata).await?) }.await)
 }

@@ -15,7 +15,7 @@ use crate::api::{ApiError, ApiResult, body, created, identifier, json, no_conten
 use crate::permissions::PermissionsJson;
 use crate::replies;
 
-type Shared = State<Arc<HttpState>>;
+type Http = State<Arc<HttpState>>;
 
 #[derive(Deserialize)]
 pub(crate) struct CreateUserBody {
@@ -87,11 +87,11 @@ fn status(text: Option<&str>) -> ApiResult<Option<u8>> {
     }
 }
 
-pub async fn get_users(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn get_users(State(state): Http, headers: HeaderMap) -> Response {
     json(async { replies::users(&state.run(&headers, Command::GetUsers).await?) }.await)
 }
 
-pub async fn get_user(State(state): Shared, headers: HeaderMap, Path(user): Path<String>) -> Response {
+pub async fn get_user(State(state): Http, headers: HeaderMap, Path(user): Path<String>) -> Response {
     json(
         async {
             let reply = state.run(&headers, Command::GetUser { user: identifier(&user)? }).await?;
@@ -101,7 +101,7 @@ pub async fn get_user(State(state): Shared, headers: HeaderMap, Path(user): Path
     )
 }
 
-pub async fn create_user(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
+pub async fn create_user(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
     created(
         async {
             let command = create_user_command(&bytes)?;
@@ -111,7 +111,7 @@ pub async fn create_user(State(state): Shared, headers: HeaderMap, bytes: Bytes)
     )
 }
 
-pub async fn update_user(State(state): Shared, headers: HeaderMap, Path(user): Path<String>, bytes: Bytes) -> Response {
+pub async fn update_user(State(state): Http, headers: HeaderMap, Path(user): Path<String>, bytes: Bytes) -> Response {
     no_content(
         async {
             let op = update_user_op(identifier(&user)?, &bytes)?;
@@ -121,7 +121,7 @@ pub async fn update_user(State(state): Shared, headers: HeaderMap, Path(user): P
     )
 }
 
-pub async fn delete_user(State(state): Shared, headers: HeaderMap, Path(user): Path<String>) -> Response {
+pub async fn delete_user(State(state): Http, headers: HeaderMap, Path(user): Path<String>) -> Response {
     no_content(
         async { state.run(&headers, Command::Metadata(MetadataOp::DeleteUser { user: identifier(&user)? })).await }
             .await,
@@ -129,7 +129,7 @@ pub async fn delete_user(State(state): Shared, headers: HeaderMap, Path(user): P
 }
 
 pub async fn change_password(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(user): Path<String>,
     bytes: Bytes,
@@ -149,7 +149,7 @@ pub async fn change_password(
 }
 
 pub async fn update_permissions(
-    State(state): Shared,
+    State(state): Http,
     headers: HeaderMap,
     Path(user): Path<String>,
     bytes: Bytes,
@@ -163,11 +163,11 @@ pub async fn update_permissions(
     )
 }
 
-pub async fn get_tokens(State(state): Shared, headers: HeaderMap) -> Response {
+pub async fn get_tokens(State(state): Http, headers: HeaderMap) -> Response {
     json(async { replies::tokens(&state.run(&headers, Command::GetTokens).await?) }.await)
 }
 
-pub async fn create_token(State(state): Shared, headers: HeaderMap, bytes: Bytes) -> Response {
+pub async fn create_token(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
     created(
         async {
             let request: CreateTokenBody = body(&bytes)?;
@@ -178,6 +178,6 @@ pub async fn create_token(State(state): Shared, headers: HeaderMap, bytes: Bytes
     )
 }
 
-pub async fn delete_token(State(state): Shared, headers: HeaderMap, Path(name): Path<String>) -> Response {
+pub async fn delete_token(State(state): Http, headers: HeaderMap, Path(name): Path<String>) -> Response {
     no_content(async { state.run(&headers, Command::DeleteToken { name }).await }.await)
 }

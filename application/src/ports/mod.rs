@@ -29,8 +29,8 @@ pub use storage::{Space, Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.
 pub trait Env: 'static {
-    type Storage: Storage;
-    type Clock: Clock;
+    type Storage: Storage + Clone;
+    type Clock: Clock + Clone;
     /// Carries requests between shards and moves connections to the shard they belong on.
     type Bus: ShardBus + ConnectionHandoff;
     type MetadataReader: MetadataRead;

@@ -4,6 +4,7 @@
 //! `[cluster]` roster makes it one replica of several.
 
 pub mod group_machine;
+pub mod halt;
 pub mod journal;
 pub mod machine;
 
@@ -17,6 +18,7 @@ use rill_domain::vsr::{Effect, Options, Replica, StateMachine};
 use crate::ports::Storage;
 
 pub use group_machine::{GroupMachine, GroupOutcome};
+pub use halt::{Halt, reopening_seed};
 pub use journal::{JournalError, VsrJournal};
 pub use machine::{MetadataMachine, Outcome};
 

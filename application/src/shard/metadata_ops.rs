@@ -70,7 +70,7 @@ impl<E: Env> Shard<E> {
     /// clustered node's metadata recovery commits again, and the creation that follows it
     /// in the log opens those files again.
     async fn remove_unless_recreated(&self, dir: &std::path::Path, timestamp: u64) -> std::io::Result<()> {
-        if super::partitions::created_after(&self.storage, dir, timestamp).await {
+        if crate::partitions::markers::created_after(&self.storage, dir, timestamp).await {
             tracing::info!(dir = %dir.display(), "a deletion committed again after a restart keeps files created since");
             return Ok(());
         }
@@ -84,11 +84,11 @@ impl<E: Env> Shard<E> {
         };
         match *applied {
             Applied::StreamCreated { stream_id } => {
-                self.storage.create_dir_all(&self.stream_dir(stream_id).join("topics")).await
+                self.storage.create_dir_all(&self.partitions.stream_dir(stream_id).join("topics")).await
             }
             Applied::StreamDeleted { stream_id } => {
                 self.on_owners(every(stream_id, None), || PartitionOp::Remove).await?;
-                self.remove_unless_recreated(&self.stream_dir(stream_id), timestamp).await
+                self.remove_unless_recreated(&self.partitions.stream_dir(stream_id), timestamp).await
             }
             Applied::StreamPurged { stream_id } => {
                 self.on_owners(every(stream_id, None), || PartitionOp::Purge { incarnation: timestamp }).await
@@ -100,7 +100,7 @@ impl<E: Env> Shard<E> {
             }
             Applied::TopicDeleted { stream_id, topic_id } => {
                 self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Remove).await?;
-                self.remove_unless_recreated(&self.topic_dir(stream_id, topic_id), timestamp).await
+                self.remove_unless_recreated(&self.partitions.topic_dir(stream_id, topic_id), timestamp).await
             }
             Applied::TopicPurged { stream_id, topic_id } => {
                 self.on_owners(every(stream_id, Some(topic_id)), || PartitionOp::Purge { incarnation: timestamp }).await
@@ -115,7 +115,7 @@ impl<E: Env> Shard<E> {
                 });
                 self.on_owners(doomed.clone(), || PartitionOp::Remove).await?;
                 for namespace in doomed {
-                    self.remove_unless_recreated(&self.partition_dir(namespace), timestamp).await?;
+                    self.remove_unless_recreated(&self.partitions.partition_dir(namespace), timestamp).await?;
                 }
                 Ok(())
             }

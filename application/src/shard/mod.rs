@@ -1,31 +1,26 @@
-//! One shard of the server: the partitions it owns, its lock-free view of the metadata, and
-//! the use cases it runs. Shard 0 also holds the authoritative metadata, the metadata
-//! journal and the publisher that makes committed operations visible to every shard.
-//! A shard lives on one thread and one event loop; no `RefCell` borrow is held across an
-//! `.await`.
+//! One shard of the server: request dispatch and routing, the bus, the connections it
+//! serves, its lock-free view of the metadata, and the use cases it runs; its partitions
+//! are its owner's (`crate::partitions`), which every partition operation reaches in one
+//! call. Shard 0 also holds the authoritative metadata, the metadata journal and the
+//! publisher that makes committed operations visible to every shard. A shard lives on one
+//! thread and one event loop; no `RefCell` borrow is held across an `.await`.
 
-mod flusher;
 mod group;
-mod group_health;
-mod group_incarnation;
-mod group_reopen;
-mod group_transfer;
 mod groups;
 mod maintenance;
 mod messages;
 mod metadata_ops;
+mod metadata_writer;
 mod partitions;
 mod queries;
 mod replication;
 mod routing;
 mod snapshot;
-mod spare_logs;
 mod users;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::path::Path;
 use std::sync::Arc;
 
 use rill_domain::Namespace;
@@ -33,16 +28,15 @@ use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
 use rill_domain::wire::command::MetadataOp;
 
-pub use group::PartitionGroup;
-pub use maintenance::ScrubCursor;
-pub use replication::MetadataWriter;
+pub use metadata_writer::MetadataWriter;
 
 use crate::clients::Transport;
 use crate::config::ServerConfig;
-use crate::partition::PartitionLog;
+use crate::partition_group::PartitionGroup;
+use crate::partitions::{Owner, PartitionStore};
 use crate::ports::{BusReply, Clock, Env, MetadataRead, Reply, ShardBus, ShardRequest, Storage};
 use crate::replication::{JournalError, Replication};
-use crate::shared::{PartitionSnapshot, PartitionStats, Shared};
+use crate::shared::Shared;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -118,10 +112,6 @@ pub async fn recover<S: Storage>(
     Ok(Recovered { replication, pending, root_created, clean_shutdown })
 }
 
-/// Under the data path: where an earlier version kept every shard's spare logs, removed
-/// at start (a spare now lives in its own partition's directory).
-const LEGACY_SPARE_LOGS_DIR: &str = "spare-logs";
-
 /// The file a graceful shutdown leaves once every partition is fsynced.
 const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
 
@@ -150,44 +140,6 @@ pub(crate) fn root_user_op(config: &ServerConfig) -> (u8, Vec<u8>) {
     op.encode_internal().expect("a journal-only operation")
 }
 
-/// One partition owned by this shard: its log behind an async lock (appends, flushes and
-/// reads of one partition are serialised) and the counters every shard can read.
-pub struct Partition<S: Storage> {
-    pub log: async_lock::Mutex<PartitionLog<S>>,
-    stats: Arc<PartitionStats>,
-    /// Set when the partition is removed or closed at shutdown: later operations are refused.
-    closed: Cell<bool>,
-    /// The newest incarnation this node's copy is in: its creation, or the group reset
-    /// (purge) that last emptied it.
-    incarnation: Cell<u64>,
-    /// The newest incarnation the metadata asked for here (its creation, or a purge this
-    /// node applied): the group must know it before this node writes, so a purge whose reset
-    /// timed out is submitted again by the next send or offset change.
-    wanted_incarnation: Cell<u64>,
-    /// The incarnation the last failed emptying was for, so its retries are logged once.
-    failed_reset: Cell<u64>,
-    /// A purge this node applied whose record (`purged_at`) could not be written: written
-    /// every second until it is, or until the copy is emptied into that purge.
-    unrecorded_purge: Cell<bool>,
-}
-
-impl<S: Storage> Partition<S> {
-    fn refresh(&self, log: &PartitionLog<S>) {
-        self.stats.set(PartitionSnapshot {
-            usage: log.usage(),
-            segments_count: log.segments_count(),
-            current_offset: log.current_offset(),
-            first_offset: log.first_offset(),
-            read_only: log.write_failure().is_some(),
-        });
-    }
-
-    /// Republishes the stored offsets, after an operation that may have changed them.
-    fn publish_offsets(&self, log: &PartitionLog<S>) {
-        self.stats.set_stored_offsets(log.offsets.all());
-    }
-}
-
 /// The ports and shared state a shard is built from.
 pub struct ShardParts<E: Env> {
     pub storage: E::Storage,
@@ -206,38 +158,29 @@ pub struct Shard<E: Env> {
     shard_id: u16,
     storage: E::Storage,
     clock: E::Clock,
-    pub shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     metadata: E::MetadataReader,
     bus: E::Bus,
     offload: E::Offload,
     diagnostics: E::Diagnostics,
     host_metrics: E::HostMetrics,
     writer: Option<MetadataWriter<E>>,
-    partitions: RefCell<BTreeMap<Namespace, Rc<Partition<E::Storage>>>>,
-    /// Partitions this shard owns whose opening failed (a disk error), with the `fresh` and
-    /// `created_at` they were opened with: opened again by the failed-write retry.
-    unopened: RefCell<BTreeMap<Namespace, (bool, u64)>>,
+    /// The partitions this shard has open.
+    partitions: PartitionStore<E>,
+    /// This shard's replica of its partition group, when partitions are replicated: set
+    /// once, when the cluster opens it.
+    group: OnceCell<PartitionGroup<E>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
-    /// Seals messages before they are stored and opens them in polls (encryption at rest).
-    encryptor: Option<crate::encryption::Encryptor>,
-    /// Partitions whose flush a send left to the flusher.
-    flush_queue: flusher::FlushQueue,
-    /// This shard's replica of its partition group, when partitions are replicated.
-    group: group::GroupCell<E>,
-    /// The budget of the spare logs its partitions keep (`partition::spares`); `None`
-    /// when the server keeps none.
-    spares: Option<crate::partition::SpareBudget>,
 }
 
 impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
-        let encryptor = parts.shared.config.encryption.as_ref().map(crate::encryption::Encryptor::new);
-        let budget_bytes = parts.shared.config.data.spare_logs_bytes.saturating_mul(parts.shared.shard_count.into());
-        let counters = parts.shared.telemetry.data.spare_logs.clone();
-        let spares = (budget_bytes > 0).then(|| crate::partition::SpareBudget::new(budget_bytes, counters));
+        let shard_id = parts.bus.shard_id();
+        let partitions =
+            PartitionStore::new(parts.storage.clone(), parts.clock.clone(), parts.shared.clone(), shard_id);
         Self {
-            shard_id: parts.bus.shard_id(),
+            shard_id,
             storage: parts.storage,
             clock: parts.clock,
             shared: parts.shared,
@@ -247,18 +190,30 @@ impl<E: Env> Shard<E> {
             diagnostics: parts.diagnostics,
             host_metrics: parts.host_metrics,
             writer: parts.writer,
-            encryptor,
-            partitions: RefCell::new(BTreeMap::new()),
-            unopened: RefCell::default(),
+            partitions,
+            group: OnceCell::new(),
             balanced: RefCell::new(BTreeMap::new()),
-            flush_queue: flusher::FlushQueue::default(),
-            group: group::GroupCell::new(),
-            spares,
+        }
+    }
+
+    /// The owner of this shard's partitions: through its group once one is open, on its
+    /// own otherwise.
+    pub(crate) fn owner(&self) -> Owner<'_, E> {
+        match self.group.get() {
+            Some(group) => Owner::Replicated(&self.partitions, group),
+            None => Owner::Local(&self.partitions),
         }
     }
 
     pub fn shard_id(&self) -> u16 {
         self.shard_id
+    }
+
+    /// The state every shard shares: the composition root's and the tests' way in.
+    /// Adapters never take it (the tidy test checks): transports use the methods below, and
+    /// the HTTP thread a `GatewayContext`.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     // What transports need from a shard, so no adapter reaches into `Shared`.
@@ -356,7 +311,7 @@ impl<E: Env> Shard<E> {
     /// cannot be opened (a disk error) is logged and left to the failed-write retry; the
     /// others serve meanwhile.
     pub async fn open_owned_partitions(&self) {
-        self.remove_legacy_spares().await;
+        self.partitions.remove_legacy_spares().await;
         let owned = self.metadata.read(|metadata| {
             let mut owned = Vec::new();
             for stream in metadata.streams() {
@@ -373,9 +328,10 @@ impl<E: Env> Shard<E> {
             }
             owned
         });
+        let owner = self.owner();
         for (namespace, settings, created_at) in owned {
             // Logged and noted for the retry by `open_partition`.
-            let _ = self.open_partition(namespace, settings, false, created_at).await;
+            let _ = owner.open(namespace, settings, false, created_at).await;
         }
     }
 
@@ -424,53 +380,15 @@ impl<E: Env> Shard<E> {
         &self.shared.config.data_path
     }
 
-    fn stream_dir(&self, stream_id: u32) -> PathBuf {
-        self.shared.config.data_path.join("streams").join(stream_id.to_string())
+    /// Runs this shard's deferred flushes, for as long as the shard runs.
+    pub async fn run_flusher(&self) {
+        self.partitions.run_flusher().await
     }
 
-    fn topic_dir(&self, stream_id: u32, topic_id: u32) -> PathBuf {
-        self.stream_dir(stream_id).join("topics").join(topic_id.to_string())
-    }
-
-    fn partition_dir(&self, namespace: Namespace) -> PathBuf {
-        self.topic_dir(namespace.stream_id(), namespace.topic_id())
-            .join("partitions")
-            .join(namespace.partition_id().to_string())
-    }
-
-    /// Flushes, with fsync, every partition this shard owns (messages and stored consumer
-    /// offsets) and closes it: an operation
-    /// that arrives later is refused instead of acknowledged and then lost. Used at
-    /// shutdown; operations already in flight finish first, since each holds its
-    /// partition's lock. A partition that cannot be flushed does not stop the others; the
-    /// first failure is returned once all were tried.
+    /// Flushes, with fsync, every partition this shard owns and closes it
+    /// (`PartitionStore::flush_owned`); used at shutdown.
     pub async fn flush_owned(&self) -> std::io::Result<()> {
-        let owned: Vec<(Namespace, Rc<Partition<E::Storage>>)> =
-            self.partitions.borrow().iter().map(|(ns, p)| (*ns, p.clone())).collect();
-        let mut failure = None;
-        for (namespace, partition) in owned {
-            let mut log = partition.log.lock().await;
-            let flushed = match log.flush(&self.storage, true).await {
-                Ok(()) => log.sync_active().await,
-                failed => failed,
-            };
-            let flushed = match flushed {
-                Ok(()) => log.offsets.sync().await,
-                failed => failed,
-            };
-            if let Err(error) = flushed {
-                tracing::error!(
-                    %error,
-                    partition = %maintenance::namespace_label(namespace),
-                    unsaved_messages = log.unsaved_messages(),
-                    "cannot flush a partition at shutdown: its unsaved messages are lost"
-                );
-                failure.get_or_insert(error);
-            }
-            partition.refresh(&log);
-            partition.closed.set(true);
-        }
-        failure.map_or(Ok(()), Err)
+        self.partitions.flush_owned().await
     }
 
     /// Leaves the clean-shutdown marker, after every partition was flushed and fsynced.

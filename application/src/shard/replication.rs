@@ -4,92 +4,16 @@
 //! messages to peers, then committed ops, which are published to every shard's view and
 //! mirrored in partition storage before the waiting request is answered.
 
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
-
 use futures_channel::oneshot;
 use rill_domain::error::ErrorCode;
-use rill_domain::metadata::Metadata;
 use rill_domain::vsr::{Effect, Message, Replica, Status};
 
 use super::Shard;
-use super::group_reopen::{Halt, reopening_seed};
-use crate::ports::{Env, MetadataPublish, ReplicaNetwork};
-use crate::replication::{MetadataMachine, Outcome, Replication, TICK_MS};
+use super::metadata_writer::{COMMIT_TIMEOUT_TICKS, METADATA_BODY_MAX, MetadataWriter, Waiter};
+use crate::ports::{Env, MetadataPublish};
+use crate::replication::{Halt, reopening_seed};
+use crate::replication::{MetadataMachine, Outcome, Replication};
 use crate::shared::ReplicaRole;
-
-/// A metadata request waiting for its op to commit, and the tick it started at.
-struct Waiter {
-    reply: oneshot::Sender<Result<Outcome, ErrorCode>>,
-    since_tick: u64,
-}
-
-/// A request not committed within this many ticks (10 s) is answered "not committed"
-/// (57): the client may retry, and the op may still commit later, once.
-const COMMIT_TIMEOUT_TICKS: u64 = 10_000 / TICK_MS;
-
-/// Largest metadata op body (names are at most 255 bytes; option blocks and permission
-/// blobs are small). A log suffix of a full journal then stays far below the replica
-/// plane's 64 MiB frame limit.
-const METADATA_BODY_MAX: usize = 64 * 1024;
-
-/// Shard 0's write side of the metadata: the replica, the client identity it uses for the
-/// requests this node submits, and the publisher every shard's view is fed from.
-pub struct MetadataWriter<E: Env> {
-    replication: Replication<E::Storage>,
-    publisher: RefCell<E::MetadataPublisher>,
-    network: Option<Box<dyn ReplicaNetwork>>,
-    /// Serialises calls into the replica with the handling of their effects.
-    pump: async_lock::Mutex<()>,
-    /// One metadata request of this node at a time: each is validated against the state
-    /// its predecessor left.
-    requests: async_lock::Mutex<()>,
-    waiters: RefCell<BTreeMap<u64, Waiter>>,
-    client_id: u128,
-    next_request: Cell<u64>,
-    ticks: Cell<u64>,
-    /// Why the replica is no longer driven: every metadata request is refused until it opens
-    /// again (`reopen_halted_metadata`) or the node restarts; data traffic goes on.
-    halted: Cell<Option<Halt>>,
-}
-
-impl<E: Env> MetadataWriter<E> {
-    /// `client_id` names this node's requests in the replica's client table; make it unique
-    /// per process start (a restarted node's request numbers begin again at 1).
-    pub fn new(
-        replication: Replication<E::Storage>,
-        publisher: E::MetadataPublisher,
-        network: Option<Box<dyn ReplicaNetwork>>,
-        client_id: u128,
-    ) -> Self {
-        Self {
-            replication,
-            publisher: RefCell::new(publisher),
-            network,
-            pump: async_lock::Mutex::new(()),
-            requests: async_lock::Mutex::new(()),
-            waiters: RefCell::new(BTreeMap::new()),
-            client_id,
-            next_request: Cell::new(0),
-            ticks: Cell::new(0),
-            halted: Cell::new(None),
-        }
-    }
-
-    pub(super) fn metadata<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R {
-        f(self.replication.replica.borrow().state_machine().metadata())
-    }
-
-    fn fail_waiters(&self, code: ErrorCode, keep: impl Fn(&Waiter) -> bool) {
-        let mut waiters = self.waiters.borrow_mut();
-        let failed: Vec<u64> = waiters.iter().filter(|(_, w)| !keep(w)).map(|(n, _)| *n).collect();
-        for request_number in failed {
-            if let Some(waiter) = waiters.remove(&request_number) {
-                let _ = waiter.reply.send(Err(code));
-            }
-        }
-    }
-}
 
 impl<E: Env> Shard<E> {
     fn writer(&self) -> &MetadataWriter<E> {
@@ -285,7 +209,7 @@ impl<E: Env> Shard<E> {
     /// cannot go back; it stays halted until a restart (logged once, no more tries).
     pub(super) async fn reopen_halted_metadata(&self) {
         let Some(writer) = self.writer.as_ref() else { return };
-        if writer.halted.get() != Some(Halt::Journal) || self.below_floor() {
+        if writer.halted.get() != Some(Halt::Journal) || self.partitions.below_floor() {
             return;
         }
         let _pump = writer.pump.lock().await;

@@ -26,7 +26,7 @@ impl<E: Env> Shard<E> {
     /// its partitions).
     pub(crate) fn require_primary(&self) -> Result<(), ErrorCode> {
         let membership = self.shared.config.membership;
-        if !membership.clustered() || self.group().is_some() {
+        if !membership.clustered() || self.group.get().is_some() {
             return Ok(());
         }
         let role = self.shared.replica.role();

@@ -98,7 +98,7 @@ impl Sim {
     /// A node with a group halted (its journal failed) that has not opened again yet.
     pub(super) fn halted_node(&self) -> Option<u8> {
         let halted = |shard: &Rc<Shard<SimEnv>>| {
-            shard.shared.telemetry.groups.iter().any(|group| group.halted.load(std::sync::atomic::Ordering::Relaxed))
+            shard.shared().telemetry.groups.iter().any(|group| group.halted.load(std::sync::atomic::Ordering::Relaxed))
         };
         (0..NODES).find(|&node| self.cluster.nodes[node as usize].shards.iter().any(halted))
     }

@@ -427,6 +427,35 @@ fn rules_catch_undocumented_packages() {
     assert_eq!(undocumented(doc, &[missing]).len(), 2);
 }
 
+/// Whether an adapter's source reaches into the state the shards share (`Shared`, or
+/// `Shard::shared`), which only the composition root and the tests may take.
+fn reaches_into_shared(text: &str) -> bool {
+    mentions(text, "Shared") || text.contains(".shared()")
+}
+
+#[test]
+fn production_adapters_never_reach_into_the_shared_state() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for package in workspace_packages().iter().filter(|p| layer_of(&p.name) == Some(Layer::ProductionAdapter)) {
+        collect_rust_files(&root.join(&package.dir), &mut files);
+    }
+    assert!(files.len() >= 10, "only {} adapter files read", files.len());
+    let reaching: Vec<String> = files
+        .iter()
+        .filter(|path| reaches_into_shared(&std::fs::read_to_string(path).unwrap_or_default()))
+        .map(|path| path.strip_prefix(&root).unwrap_or(path).display().to_string())
+        .collect();
+    assert!(reaching.is_empty(), "{}", report("adapters reaching into the shards' shared state", &reaching));
+}
+
+#[test]
+fn rules_catch_an_adapter_reaching_into_the_shared_state() {
+    assert!(reaches_into_shared("use rill_application::Shared;"));
+    assert!(reaches_into_shared("let pool = shard.shared().pool;"));
+    assert!(!reaches_into_shared("let ctx = GatewayContext::new(state); // a SharedThing"));
+}
+
 /// The `.rs` files under a crate's source directory, by path relative to it.
 fn crate_sources(src: &Path) -> BTreeMap<String, String> {
     let mut files = Vec::new();
@@ -440,28 +469,6 @@ fn crate_sources(src: &Path) -> BTreeMap<String, String> {
             (relative, text)
         })
         .collect()
-}
-
-/// Circles not untied yet: `Shard`'s fields are types of the files that implement its
-/// methods. Splitting partition ownership out of `Shard` unties them; until then a circle
-/// is let through only within these files, and any other circle fails.
-const CIRCLES_BEING_UNTIED: &[(&str, &[&str])] = &[(
-    "application",
-    &[
-        "shard/flusher.rs",
-        "shard/group.rs",
-        "shard/group_reopen.rs",
-        "shard/group_transfer.rs",
-        "shard/maintenance.rs",
-        "shard/mod.rs",
-        "shard/replication.rs",
-    ],
-)];
-
-fn circle_being_untied(dir: &str, files: &[String]) -> bool {
-    CIRCLES_BEING_UNTIED
-        .iter()
-        .any(|(allowed_dir, allowed)| *allowed_dir == dir && files.iter().all(|file| allowed.contains(&file.as_str())))
 }
 
 #[test]
@@ -478,7 +485,7 @@ fn no_crate_has_an_import_circle_between_its_files() {
             crates += 1;
             let circles = imports::import_circles(&crate_sources(&src), crate_root)
                 .unwrap_or_else(|error| panic!("{}: {error}", src.display()));
-            for circle in circles.into_iter().filter(|c| !circle_being_untied(&package.dir, &c.files)) {
+            for circle in circles {
                 let edges: Vec<String> =
                     circle.edges.iter().map(|(from, to, via)| format!("{from} -> {to} (`{via}`)")).collect();
                 problems.push(format!(

@@ -9,48 +9,14 @@
 //! disk takes writes). Without a flusher running (a shard driven by hand in tests), sends
 //! flush themselves.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, VecDeque};
-
 use rill_domain::namespace::Namespace;
 
-use super::{Partition, Shard};
+use super::partition::Partition;
+use super::store::PartitionStore;
 use crate::ports::Env;
 use crate::yield_now::yield_now;
 
-pub(super) struct FlushQueue {
-    due: RefCell<VecDeque<Namespace>>,
-    /// Partitions in `due`, so one is queued once however many sends reach a threshold.
-    queued: RefCell<BTreeSet<Namespace>>,
-    ready: async_lock::Semaphore,
-    running: Cell<bool>,
-}
-
-impl Default for FlushQueue {
-    fn default() -> Self {
-        Self {
-            due: RefCell::default(),
-            queued: RefCell::default(),
-            ready: async_lock::Semaphore::new(0),
-            running: Cell::new(false),
-        }
-    }
-}
-
-impl FlushQueue {
-    pub(super) fn running(&self) -> bool {
-        self.running.get()
-    }
-
-    pub(super) fn push(&self, namespace: Namespace) {
-        if self.queued.borrow_mut().insert(namespace) {
-            self.due.borrow_mut().push_back(namespace);
-            self.ready.add_permits(1);
-        }
-    }
-}
-
-impl<E: Env> Shard<E> {
+impl<E: Env> PartitionStore<E> {
     /// Runs this shard's deferred flushes, for as long as the shard runs.
     pub async fn run_flusher(&self) {
         let queue = &self.flush_queue;
@@ -73,7 +39,7 @@ impl<E: Env> Shard<E> {
         let mut log = partition.log.lock().await;
         // Queued by a send that counted batches a flush was already writing: what is left
         // waits for its own threshold, as it would have without that send.
-        if partition.closed.get() || !log.threshold_reached() {
+        if partition.closed() || !log.threshold_reached() {
             return;
         }
         log.take_on_deferred();
@@ -94,7 +60,7 @@ impl<E: Env> Shard<E> {
             yield_now().await;
             log = partition.log.lock().await;
             // Removed, purged, or written meanwhile by a send far past the thresholds.
-            if partition.closed.get() || !log.deferring() {
+            if partition.closed() || !log.deferring() {
                 return;
             }
         }

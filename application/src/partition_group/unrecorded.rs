@@ -1,0 +1,93 @@
+//! Partitions holding messages their group has no record of: written outside the group (by
+//! a node run without `replicate_partitions`, or on another shard under an earlier placement
+//! rule). The group's state would number such a partition's next send from 0, and a replica
+//! whose log is past it would take the send for one it stored before and drop it,
+//! acknowledged; so the group halts until the node is restarted with the partition's
+//! directory moved out or without `replicate_partitions`. Nothing stored is touched.
+
+use std::collections::BTreeSet;
+
+use rill_domain::Namespace;
+use rill_domain::wire::codes::operation;
+
+use super::core::{GroupCore, Reach, op_partition};
+use crate::partition::PartitionLog;
+use crate::partitions::{Partition, label};
+use crate::ports::Env;
+use crate::replication::Halt;
+
+impl<E: Env> GroupCore<E> {
+    /// Halts the group when one of its partitions holds messages the group's state has no
+    /// record of. Sends in the journal above the applied state count as a record too: a
+    /// restart applies them once their commit is known again, and they may be in the
+    /// partition already (a recreated partition's first sends may follow the last
+    /// checkpoint, which had no record of it).
+    pub async fn refuse_unrecorded_partitions(&mut self, reach: &Reach<'_, E>) {
+        let in_log = self.journaled_sends();
+        for (namespace, partition) in reach.store.owned_partitions() {
+            let log = partition.log.lock().await;
+            self.refuse_if_unrecorded(reach, &in_log, namespace, &log);
+        }
+    }
+
+    /// A partition opened after its group, before it is served: the journal's resets and
+    /// the messages it holds checked as at the group's opening, and its offset files to be
+    /// made what the state says.
+    pub async fn check_late_partition(
+        &mut self,
+        reach: &Reach<'_, E>,
+        namespace: Namespace,
+        partition: &Partition<E::Storage>,
+    ) {
+        let resets: Vec<(u64, u64)> =
+            self.journaled(operation::RESET_PARTITION, rill_domain::partition_group::parse_reset_body);
+        let wanted = resets.into_iter().filter(|(key, _)| *key == namespace.packed()).map(|(_, inc)| inc).max();
+        if let (Some(wanted), Some(copy)) = (wanted, self.copies.get_mut(&namespace)) {
+            copy.wanted = copy.wanted.max(wanted);
+        }
+        let in_log = self.journaled_sends();
+        let log = partition.log.lock().await;
+        self.refuse_if_unrecorded(reach, &in_log, namespace, &log);
+        // Offsets the group committed while it was not open here, or that a checkpoint
+        // installed meanwhile carried, are made in its files once nothing waits (a state
+        // installed while the partition could not be opened would otherwise leave its
+        // offset files without the stores the state held, for good).
+        self.unsynced_offsets.insert(namespace);
+    }
+
+    /// The partitions with a send in the group's journal above what its replica applied.
+    fn journaled_sends(&self) -> BTreeSet<Namespace> {
+        self.journaled(operation::SEND_MESSAGES, op_partition)
+    }
+
+    /// Halts the group when the partition holds messages and neither the group's state nor
+    /// its journal (`in_log`) records any. A copy older than its incarnation holds the old
+    /// incarnation's messages, which the state forgot at the reset and the copy's emptying
+    /// (failed, a disk error) removes.
+    fn refuse_if_unrecorded(
+        &mut self,
+        reach: &Reach<'_, E>,
+        in_log: &BTreeSet<Namespace>,
+        namespace: Namespace,
+        log: &PartitionLog<E::Storage>,
+    ) {
+        let recorded = in_log.contains(&namespace)
+            || self.replica.state_machine().state().next_offset(namespace.packed()).is_some();
+        let held = log.next_offset();
+        if recorded || held == 0 || self.behind(namespace) {
+            return;
+        }
+        tracing::error!(
+            partition = %label(namespace),
+            directory = %log.dir().display(),
+            messages = held,
+            group = reach.group(),
+            "a partition holds messages its partition group has no record of (written without \
+             replicate_partitions, or on another shard before 2026-12-04's placement): the group \
+             refuses every send. To go on, stop the node and either move this partition's \
+             directory out of the data directory (the partition starts again empty) or start \
+             it without replicate_partitions"
+        );
+        self.halted = Some(Halt::UntilRestart);
+    }
+}
