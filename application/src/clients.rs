@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use rill_domain::wire::response::ClientInfo;
+use rill_domain::answer::ClientInfo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use rill_domain::answer::NodePorts;
 use rill_domain::retention::RetentionDefaults;
-use rill_domain::wire::response::NodePorts;
 
 use crate::credentials::RootSeed;
 use crate::partition::PartitionDefaults;

@@ -148,7 +148,9 @@ impl<E: Env> Shard<E> {
     pub(crate) fn reply_frame(&self, header: &RequestHeader, result: BusReply) -> PoolSlice {
         match result {
             Ok(Reply::Sent(rest)) => rest.unwrap_or_else(|| PoolSlice::plain(Vec::new())),
-            Ok(Reply::Body(body)) => {
+            Ok(Reply::Answer(answer)) => {
+                let mut body = Vec::new();
+                response::encode(&answer, &mut body);
                 let mut frame = self.shared.pool.acquire(HEADER_SIZE + body.len());
                 write_reply(&mut frame, header, self.commit(), 0, &body);
                 frame.whole()
@@ -229,7 +231,7 @@ impl<E: Env> Shard<E> {
             // Multi-node routing: both need the connection itself.
             Command::AttachConsumerSession { client, session, .. } => {
                 let connection = connection.ok_or(ErrorCode::FeatureUnavailable)?;
-                self.attach_consumer_session(connection, caller.user_id, client, session).map(Reply::Body)
+                self.attach_consumer_session(connection, caller.user_id, client, session).map(Reply::Answer)
             }
             Command::PollMessagesOnPrimary(request) => {
                 let coordinator = self.attached_coordinator(connection)?;
@@ -271,7 +273,7 @@ impl<E: Env> Shard<E> {
             Command::DeleteConsumerOffset { consumer, topic, partition_id } => {
                 self.delete_consumer_offset(&consumer, &topic, partition_id).await
             }
-            command => self.execute_control(caller, operation, body, command).await.map(Reply::Body),
+            command => self.execute_control(caller, operation, body, command).await.map(Reply::Answer),
         }
     }
 
@@ -287,8 +289,8 @@ impl<E: Env> Shard<E> {
             }
             Command::DescribeOptions { scope } => Ok(self.describe_options(scope)),
             Command::GetSnapshot { compression, types } => self.get_snapshot(compression, types).await,
-            Command::GetMe => self.get_client(client_id),
-            Command::GetClient { client_id } => self.get_client(client_id),
+            Command::GetMe => Ok(self.get_client(client_id)),
+            Command::GetClient { client_id } => Ok(self.get_client(client_id)),
             Command::GetClients => Ok(self.get_clients()),
             Command::GetStream { stream } => Ok(self.get_stream(&stream)),
             Command::GetStreams => Ok(self.get_streams()),

@@ -55,6 +55,7 @@ mod tests {
 
     use super::*;
     use crate::ports::Reply;
+    use rill_domain::answer::Answer;
 
     struct TestInbox(async_lock::Mutex<mpsc::UnboundedReceiver<Delivery<oneshot::Sender<BusReply>>>>);
 
@@ -89,7 +90,7 @@ mod tests {
                     let _ = gate.await;
                 }
                 let ShardRequest::Metadata { operation, .. } = request else { unreachable!("only metadata sent") };
-                Ok(Reply::Body(vec![operation]))
+                Ok(Reply::Answer(Answer::Snapshot(vec![operation])))
             }
         };
         let (first, first_reply) = oneshot::channel();
@@ -111,10 +112,10 @@ mod tests {
         assert_eq!(first_reply.try_recv().expect("open"), None, "the first call still waits");
         let mut second_reply = second_reply;
         let second = second_reply.try_recv().expect("open").expect("the second call answered meanwhile");
-        assert_eq!(second.map(|reply| reply.into_body()), Ok(vec![2]));
+        assert_eq!(second.and_then(Reply::into_answer), Ok(Answer::Snapshot(vec![2])));
         release.send(()).expect("the first call waits");
         let first = pool.run_until(first_reply).expect("answered");
-        assert_eq!(first.map(|reply| reply.into_body()), Ok(vec![1]));
+        assert_eq!(first.and_then(Reply::into_answer), Ok(Answer::Snapshot(vec![1])));
         deliver.unbounded_send(Delivery::Shutdown).expect("open");
         pool.run_until_stalled();
         assert!(*served.borrow(), "shutdown ends the loop");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use rill_domain::Namespace;
-use rill_domain::wire::response::Usage;
+use rill_domain::answer::Usage;
 
 use crate::clients::ClientRegistry;
 use crate::config::ServerConfig;

@@ -43,7 +43,7 @@ impl ClusterConfig {
     }
 
     /// Each node's client address and TCP port for cluster metadata (empty on one node).
-    pub fn nodes(&self) -> Vec<(String, rill_domain::wire::response::NodePorts)> {
+    pub fn nodes(&self) -> Vec<(String, rill_domain::answer::NodePorts)> {
         if !self.enabled {
             return Vec::new();
         }
@@ -58,7 +58,7 @@ impl ClusterConfig {
             .enumerate()
             .map(|(index, address)| {
                 let ip = address.rsplit_once(':').map_or(address.as_str(), |(ip, _)| ip);
-                let ports = rill_domain::wire::response::NodePorts {
+                let ports = rill_domain::answer::NodePorts {
                     tcp: port(&self.client_addresses, index),
                     quic: port(&self.quic_addresses, index),
                     http: port(&self.http_addresses, index),

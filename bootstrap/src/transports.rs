@@ -10,7 +10,7 @@ use compio::net::TcpListener;
 use compio::tls::TlsAcceptor;
 use rill_adapter_bus_crossfire::CrossfireBus;
 use rill_adapter_tls::Identity;
-use rill_domain::wire::response::NodePorts;
+use rill_domain::answer::NodePorts;
 
 use crate::config::{Config, Tls};
 use crate::env::ProductionShard;

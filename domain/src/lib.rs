@@ -3,6 +3,7 @@
 //! machine and the VSR replica. No IO, no clock, no randomness: callers pass time and bytes in.
 
 pub mod affinity;
+pub mod answer;
 pub mod batch;
 pub mod checksum;
 pub mod constants;

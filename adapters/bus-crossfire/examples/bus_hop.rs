@@ -42,13 +42,16 @@ fn request() -> ShardRequest {
 
 async fn serve(inbox: Inbox, spawn: bool) {
     if !spawn {
-        let answer = |_request| async { Ok(Reply::Body(Vec::new())) };
+        let answer = |_request| async { Ok(Reply::Answer(rill_domain::answer::Answer::Nothing)) };
         return rill_application::inbox::serve(&inbox, answer, |_, _, _| {}).await;
     }
     while let Some(delivery) = inbox.next().await {
         match delivery {
             Delivery::Call { reply, .. } => {
-                compio::runtime::spawn(async move { reply.reply(Ok(Reply::Body(Vec::new()))) }).detach()
+                compio::runtime::spawn(
+                    async move { reply.reply(Ok(Reply::Answer(rill_domain::answer::Answer::Nothing))) },
+                )
+                .detach()
             }
             Delivery::Connection { .. } => {}
             Delivery::Shutdown => return,

@@ -10,9 +10,7 @@ use crossfire::mpsc::{self, Array};
 use crossfire::oneshot::{self, TxOneshot};
 use crossfire::{AsyncRx, MAsyncTx};
 use rill_application::ports::bus::ConnectionKind;
-use rill_application::ports::{
-    BusReply, ConnectionHandoff, Delivery, Gateway, Reply, ShardBus, ShardReply, ShardRequest,
-};
+use rill_application::ports::{BusReply, ConnectionHandoff, Delivery, Gateway, ShardBus, ShardRequest};
 use rill_domain::wire::encode::EncodedRequest;
 
 /// What a shard's inbox receives: a call answered through a `Responder`, a handed-off
@@ -115,9 +113,9 @@ impl CrossfireGateway {
 
 #[async_trait::async_trait]
 impl Gateway for CrossfireGateway {
-    async fn execute(&self, user_id: u32, request: EncodedRequest) -> ShardReply {
+    async fn execute(&self, user_id: u32, request: EncodedRequest) -> BusReply {
         let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let shard = (turn % u64::from(self.bus.shard_count())) as u16;
-        self.bus.call(shard, ShardRequest::Execute { user_id, request }).await.map(Reply::into_body)
+        self.bus.call(shard, ShardRequest::Execute { user_id, request }).await
     }
 }

@@ -1,13 +1,14 @@
 //! Running a REST request: authenticate the bearer, encode the typed command, have a shard
-//! execute it through the gateway, and unwrap the binary reply. Errors come back as
+//! execute it through the gateway, and take its typed answer. Errors come back as
 //! Iggy's JSON error document with the HTTP status the SDK maps to its own errors.
 
 use axum::Json;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use rill_application::ports::Reply;
+use rill_domain::answer::Answer;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
-use rill_domain::wire::codes::operation;
 use rill_domain::wire::command::{Command, TopicRef};
 use serde_json::json;
 
@@ -109,36 +110,31 @@ impl HttpState {
             .ok_or(ApiError::Code(ErrorCode::Unauthenticated))
     }
 
-    /// Runs `command` for the caller on a shard; the reply body, without its result
-    /// section.
-    pub async fn run(&self, headers: &HeaderMap, command: Command<'_>) -> ApiResult<Vec<u8>> {
+    /// Runs `command` for the caller on a shard; its answer.
+    pub async fn run(&self, headers: &HeaderMap, command: Command<'_>) -> ApiResult<Answer> {
         let user_id = self.authenticate(headers)?;
         self.run_as(user_id, command).await
     }
 
-    pub async fn run_as(&self, user_id: u32, command: Command<'_>) -> ApiResult<Vec<u8>> {
+    pub async fn run_as(&self, user_id: u32, command: Command<'_>) -> ApiResult<Answer> {
+        Ok(self.reply_as(user_id, command).await?.into_answer()?)
+    }
+
+    /// Runs `command` for the caller on a shard; its reply as it came (a poll's is the
+    /// frame its batches were read into).
+    pub async fn reply(&self, headers: &HeaderMap, command: Command<'_>) -> ApiResult<Reply> {
+        let user_id = self.authenticate(headers)?;
+        self.reply_as(user_id, command).await
+    }
+
+    async fn reply_as(&self, user_id: u32, command: Command<'_>) -> ApiResult<Reply> {
         let request = command.encode()?;
-        // A successful reply of these opens with a result section (reference 2.6).
-        let framed = operation::is_result_framed(request.operation);
-        let mut body = self.gateway.execute(user_id, request).await?;
-        if framed {
-            let count = body.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            match count {
-                Some(0) => {
-                    body.drain(..4);
-                }
-                // Shards report rejections through the error code, never as result
-                // entries; a section with entries is not a success either way.
-                Some(_) => return Err(ApiError::Code(ErrorCode::Error)),
-                None => return Err(ApiError::Code(ErrorCode::InvalidCommand)),
-            }
-        }
-        Ok(body)
+        Ok(self.gateway.execute(user_id, request).await?)
     }
 }
 
 /// 204: a write that has nothing to return.
-pub fn no_content(result: ApiResult<Vec<u8>>) -> Response {
+pub fn no_content(result: ApiResult<Answer>) -> Response {
     match result {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => error.into_response(),

@@ -1,9 +1,10 @@
 //! The HTTP transport on axum. It runs on its own thread with a single-threaded tokio
 //! runtime (axum's home), beside the shards. Reads for authentication and metrics use the
 //! gateway context and a metadata reader of its own (behind a mutex only this thread
-//! takes, since the reader is not `Sync`); every resource request is
-//! encoded as the binary command and executed by a shard through the gateway port, so
-//! REST and binary clients share one decoder, authorization and journal.
+//! takes, since the reader is not `Sync`); every resource request is encoded as the
+//! binary command and executed by a shard through the gateway port, so REST and binary
+//! clients share one decoder, authorization and journal, and its typed answer comes back
+//! to be rendered as JSON here (`replies.rs`).
 //!
 //! Routes: the REST table the 0.11 SDK's HTTP client uses (streams, topics, partitions,
 //! segments, messages, consumer offsets and groups, users, personal access tokens,

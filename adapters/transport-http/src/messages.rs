@@ -12,13 +12,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use rill_application::ports::Reply;
+use rill_domain::answer::Answer;
 use rill_domain::batch;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
 use rill_domain::polling::PollingStrategy;
 use rill_domain::wire::command::{Command, Consumer, Partitioning, PollRequest, TopicRef};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::HttpState;
 use crate::api::{ApiError, ApiResult, body, identifier, json, json_bytes, no_content, topic_ref};
@@ -215,7 +216,7 @@ pub async fn send(
     let result = async {
         let (partitioning, messages_count, batch) = send_body(&bytes)?;
         let command = Command::SendMessages { topic: topic.clone(), partitioning, messages_count, batch: &batch };
-        replies_confirmations(&state.run(&headers, command).await?)
+        replies::routes::listed(state.run(&headers, command).await?)
     }
     .await;
     match result {
@@ -228,26 +229,6 @@ pub async fn send(
         }
         Err(error) => error.into_response(),
     }
-}
-
-/// `[n]` then n × `[stream][topic][partition][base_offset]`.
-fn replies_confirmations(body: &[u8]) -> ApiResult<Value> {
-    let word = |at: usize| body.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-    let count = word(0).unwrap_or(0) as usize;
-    let mut confirmations = Vec::new();
-    for index in 0..count {
-        let at = 4 + index * 20;
-        let base = body.get(at + 12..at + 20).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-        let (Some(stream_id), Some(topic_id), Some(partition_id), Some(base_offset)) =
-            (word(at), word(at + 4), word(at + 8), base)
-        else {
-            return Err(ApiError::Code(ErrorCode::Error));
-        };
-        confirmations.push(json!({
-            "stream_id": stream_id, "topic_id": topic_id, "partition_id": partition_id, "base_offset": base_offset,
-        }));
-    }
-    Ok(json!({ "confirmations": confirmations }))
 }
 
 pub async fn poll(
@@ -266,8 +247,19 @@ pub async fn poll(
                 count: query.count,
                 auto_commit: query.auto_commit,
             };
-            let reply = state.run(&headers, Command::PollMessages(request)).await?;
-            crate::poll_json::polled(&reply).ok_or(ApiError::Code(ErrorCode::Error))
+            let reply = state.reply(&headers, Command::PollMessages(request)).await?;
+            // The frame the batches were read into, as they are stored, after the prefix
+            // that says what they are; an empty poll is that prefix alone.
+            let mut empty = Vec::new();
+            let body = match &reply {
+                Reply::Frame(frame) => Reply::frame_body(frame),
+                Reply::Answer(answer @ Answer::EmptyPoll { .. }) => {
+                    rill_domain::wire::response::encode(answer, &mut empty);
+                    &empty
+                }
+                _ => return Err(ApiError::Code(ErrorCode::Error)),
+            };
+            crate::poll_json::polled(body).ok_or(ApiError::Code(ErrorCode::Error))
         }
         .await,
     )
@@ -306,7 +298,7 @@ pub async fn get_offset(
                 topic: topic_ref(&stream, &topic)?,
                 partition_id: query.partition_id,
             };
-            replies::consumer_offset(&state.run(&headers, command).await?)
+            replies::routes::consumer_offset(state.run(&headers, command).await?)
         }
         .await,
     )

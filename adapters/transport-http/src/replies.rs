@@ -1,40 +1,29 @@
-//! Binary reply bodies (reference section 4) rendered as the JSON documents the 0.11 HTTP
-//! client deserializes: the same field names as its `Stream`, `Topic`, `Partition`,
-//! `PolledMessages`, `UserInfoDetails`, ... types.
+//! The use cases' answers rendered as the JSON documents the 0.11 HTTP client deserializes:
+//! the same field names as its `Stream`, `Topic`, `Partition`, `UserInfoDetails`, ...
+//! types. Straight from the typed answer, as the binary codec encodes the same answer.
 
+use rill_domain::answer::{
+    Answer, ClientDetails, ClientInfo, ClusterNode, ConsumerOffset, Created, GroupDetails, GroupInfo, PartitionInfo,
+    SendConfirmation, Stats, StreamDetails, StreamInfo, TopicDetails, TopicInfo, UserDetails, UserInfo,
+};
+use rill_domain::constants::SERVER_VERSION;
 use rill_domain::error::ErrorCode;
-use rill_domain::permissions::Permissions;
-use rill_domain::reader::Reader;
+use rill_domain::topic_options::OptionSpec;
 use rill_domain::wire::tlv;
 use serde_json::{Map, Value, json};
 
 use crate::api::{ApiError, ApiResult};
 use crate::permissions;
 
-/// Our own shard produced these bytes: a short read is a server bug, reported as such.
 /// The JSON names of header (and option) value kinds, in wire-code order from 1.
 pub(crate) const HEADER_KINDS: [&str; 15] = [
     "raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
     "uint128", "float32", "float64",
 ];
 
-fn broken(_: ErrorCode) -> ApiError {
+/// An answer of another kind than the route's command gives: a server bug, reported so.
+fn unexpected(_: Answer) -> ApiError {
     ApiError::Code(ErrorCode::Error)
-}
-
-fn name(reader: &mut Reader<'_>) -> ApiResult<String> {
-    reader.name().map_err(broken)
-}
-
-fn long_string(reader: &mut Reader<'_>) -> ApiResult<String> {
-    let len = reader.u32().map_err(broken)? as usize;
-    let bytes = reader.bytes(len).map_err(broken)?;
-    Ok(String::from_utf8_lossy(bytes).into_owned())
-}
-
-fn block<'a>(reader: &mut Reader<'a>) -> ApiResult<&'a [u8]> {
-    let len = reader.u32().map_err(broken)? as usize;
-    reader.bytes(len).map_err(broken)
 }
 
 fn option_text(kind: u8, value: &[u8]) -> String {
@@ -59,213 +48,98 @@ fn options(explicit: &[u8], derived: &[u8]) -> Value {
     Value::Object(out)
 }
 
-fn stream(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
-    let (id, created_at, topics_count) = (reader.u32(), reader.u64(), reader.u32());
-    let (size, messages_count) = (reader.u64(), reader.u64());
-    let name = name(reader)?;
-    block(reader)?;
-    let mut out = Map::new();
-    out.insert("id".into(), json!(id.map_err(broken)?));
-    out.insert("created_at".into(), json!(created_at.map_err(broken)?));
-    out.insert("name".into(), json!(name));
-    out.insert("size".into(), json!(size.map_err(broken)?));
-    out.insert("messages_count".into(), json!(messages_count.map_err(broken)?));
-    out.insert("topics_count".into(), json!(topics_count.map_err(broken)?));
-    out.insert("options".into(), json!({}));
-    Ok(out)
+fn stream(info: &StreamInfo) -> Map<String, Value> {
+    let document = json!({
+        "id": info.id,
+        "created_at": info.created_at,
+        "name": info.name,
+        "size": info.usage.size_bytes,
+        "messages_count": info.usage.messages_count,
+        "topics_count": info.topics_count,
+        "options": {},
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-/// GET_STREAMS: stream records back to back.
-pub fn streams(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let mut out = Vec::new();
-    while reader.remaining() > 0 {
-        out.push(Value::Object(stream(&mut reader)?));
-    }
-    Ok(Value::Array(out))
+fn stream_details(details: &StreamDetails) -> Value {
+    let mut out = stream(&details.stream);
+    out.insert("topics".into(), details.topics.iter().map(|t| Value::Object(topic(t))).collect());
+    Value::Object(out)
 }
 
-/// StreamDetails: the stream, then its topic headers; an empty body is "not found".
-pub fn stream_details(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::StreamIdNotFound));
-    }
-    let mut reader = Reader::new(body);
-    let mut out = stream(&mut reader)?;
-    let mut topics = Vec::new();
-    while reader.remaining() > 0 {
-        topics.push(Value::Object(topic_header(&mut reader)?));
-    }
-    out.insert("topics".into(), Value::Array(topics));
-    Ok(Value::Object(out))
+fn topic(info: &TopicInfo) -> Map<String, Value> {
+    let document = json!({
+        "id": info.id,
+        "created_at": info.created_at,
+        "name": info.name,
+        "size": info.usage.size_bytes,
+        // 0 is "server default", as over the binary protocol: the client reads it so.
+        "message_expiry": info.message_expiry_us,
+        "compression_algorithm": if info.compression == 2 { "gzip" } else { "none" },
+        "max_topic_size": info.max_topic_size_bytes,
+        "messages_count": info.usage.messages_count,
+        "partitions_count": info.partitions_count,
+        "options": options(&info.explicit_options, &info.derived_options),
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-fn topic_header(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
-    let id = reader.u32().map_err(broken)?;
-    let created_at = reader.u64().map_err(broken)?;
-    let partitions_count = reader.u32().map_err(broken)?;
-    let message_expiry = reader.u64().map_err(broken)?;
-    let compression = reader.u8().map_err(broken)?;
-    let max_topic_size = reader.u64().map_err(broken)?;
-    let size = reader.u64().map_err(broken)?;
-    let messages_count = reader.u64().map_err(broken)?;
-    let name = name(reader)?;
-    let explicit = block(reader)?;
-    let derived = block(reader)?;
-    let mut out = Map::new();
-    out.insert("id".into(), json!(id));
-    out.insert("created_at".into(), json!(created_at));
-    out.insert("name".into(), json!(name));
-    out.insert("size".into(), json!(size));
-    // 0 is "server default", as over the binary protocol: the client reads it so.
-    out.insert("message_expiry".into(), json!(message_expiry));
-    out.insert("compression_algorithm".into(), json!(if compression == 2 { "gzip" } else { "none" }));
-    out.insert("max_topic_size".into(), json!(max_topic_size));
-    out.insert("messages_count".into(), json!(messages_count));
-    out.insert("partitions_count".into(), json!(partitions_count));
-    out.insert("options".into(), options(explicit, derived));
-    Ok(out)
+fn partition(info: &PartitionInfo) -> Value {
+    json!({
+        "id": info.id,
+        "created_at": info.created_at,
+        "segments_count": info.segments_count,
+        "current_offset": info.current_offset,
+        "size": info.usage.size_bytes,
+        "messages_count": info.usage.messages_count,
+    })
 }
 
-/// GET_TOPICS: `[count]`, then the headers.
-pub fn topics(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let count = reader.u32().map_err(broken)?;
-    let mut out = Vec::new();
-    for _ in 0..count {
-        out.push(Value::Object(topic_header(&mut reader)?));
-    }
-    Ok(Value::Array(out))
+fn topic_details(details: &TopicDetails) -> Value {
+    let mut out = topic(&details.topic);
+    out.insert("partitions".into(), details.partitions.iter().map(partition).collect());
+    Value::Object(out)
 }
 
-/// TopicDetails: the header, then 40-byte partitions; an empty body is "not found".
-pub fn topic_details(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::TopicIdNotFound));
-    }
-    let mut reader = Reader::new(body);
-    let mut out = topic_header(&mut reader)?;
-    let mut partitions = Vec::new();
-    while reader.remaining() > 0 {
-        partitions.push(json!({
-            "id": reader.u32().map_err(broken)?,
-            "created_at": reader.u64().map_err(broken)?,
-            "segments_count": reader.u32().map_err(broken)?,
-            "current_offset": reader.u64().map_err(broken)?,
-            "size": reader.u64().map_err(broken)?,
-            "messages_count": reader.u64().map_err(broken)?,
-        }));
-    }
-    out.insert("partitions".into(), Value::Array(partitions));
-    Ok(Value::Object(out))
+fn user(info: &UserInfo) -> Map<String, Value> {
+    let document = json!({
+        "id": info.id,
+        "created_at": info.created_at,
+        "status": if info.status == 2 { "inactive" } else { "active" },
+        "username": info.username,
+        "options": {},
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-/// GET_CONSUMER_OFFSET: `[partition][current][stored]`; an empty body is "not found".
-pub fn consumer_offset(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::ConsumerOffsetNotFound));
-    }
-    let mut reader = Reader::new(body);
-    Ok(json!({
-        "partition_id": reader.u32().map_err(broken)?,
-        "current_offset": reader.u64().map_err(broken)?,
-        "stored_offset": reader.u64().map_err(broken)?,
-    }))
+fn user_details(details: &UserDetails) -> Value {
+    let mut out = user(&details.user);
+    out.insert("permissions".into(), details.permissions.as_ref().map_or(Value::Null, permissions::to_json));
+    Value::Object(out)
 }
 
-fn user(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
-    let id = reader.u32().map_err(broken)?;
-    let created_at = reader.u64().map_err(broken)?;
-    let status = reader.u8().map_err(broken)?;
-    let username = name(reader)?;
-    block(reader)?;
-    let mut out = Map::new();
-    out.insert("id".into(), json!(id));
-    out.insert("created_at".into(), json!(created_at));
-    out.insert("status".into(), json!(if status == 2 { "inactive" } else { "active" }));
-    out.insert("username".into(), json!(username));
-    out.insert("options".into(), json!({}));
-    Ok(out)
+fn group(info: &GroupInfo) -> Map<String, Value> {
+    let document = json!({
+        "id": info.id,
+        "partitions_count": info.partitions_count,
+        "members_count": info.members_count,
+        "name": info.name,
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-pub fn users(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let mut out = Vec::new();
-    while reader.remaining() > 0 {
-        out.push(Value::Object(user(&mut reader)?));
-    }
-    Ok(Value::Array(out))
-}
-
-/// UserDetails: the user, then `00 00 00 00` (no permissions) or `[1][len][blob]`.
-pub fn user_details(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::ResourceNotFound));
-    }
-    let mut reader = Reader::new(body);
-    let mut out = user(&mut reader)?;
-    let permissions = match reader.u8().map_err(broken)? {
-        0 => None,
-        _ => {
-            let blob = block(&mut reader)?;
-            Some(Permissions::decode(&mut Reader::new(blob)).map_err(broken)?)
-        }
-    };
-    out.insert("permissions".into(), permissions.as_ref().map_or(Value::Null, permissions::to_json));
-    Ok(Value::Object(out))
-}
-
-/// GET_PERSONAL_ACCESS_TOKENS: `[name][expiry_at]` records; 0 means "never expires".
-pub fn tokens(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let mut out = Vec::new();
-    while reader.remaining() > 0 {
-        let name = name(&mut reader)?;
-        let expiry_at = reader.u64().map_err(broken)?;
-        out.push(json!({ "name": name, "expiry_at": (expiry_at != 0).then_some(expiry_at) }));
-    }
-    Ok(Value::Array(out))
-}
-
-/// CREATE_PERSONAL_ACCESS_TOKEN: the raw token, shown once.
-pub fn raw_token(body: &[u8]) -> ApiResult<Value> {
-    Ok(json!({ "token": name(&mut Reader::new(body))? }))
-}
-
-fn group(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(reader.u32().map_err(broken)?));
-    out.insert("partitions_count".into(), json!(reader.u32().map_err(broken)?));
-    out.insert("members_count".into(), json!(reader.u32().map_err(broken)?));
-    out.insert("name".into(), json!(name(reader)?));
-    Ok(out)
-}
-
-pub fn groups(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let mut out = Vec::new();
-    while reader.remaining() > 0 {
-        out.push(Value::Object(group(&mut reader)?));
-    }
-    Ok(Value::Array(out))
-}
-
-/// ConsumerGroupDetails; an empty body is "not found".
-pub fn group_details(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::ConsumerGroupIdNotFound));
-    }
-    let mut reader = Reader::new(body);
-    let mut out = group(&mut reader)?;
-    let mut members = Vec::new();
-    while reader.remaining() > 0 {
-        let id = reader.u32().map_err(broken)?;
-        let count = reader.u32().map_err(broken)?;
-        let partitions = (0..count).map(|_| reader.u32().map_err(broken)).collect::<ApiResult<Vec<u32>>>()?;
-        members.push(json!({ "id": id, "partitions_count": count, "partitions": partitions }));
-    }
-    out.insert("members".into(), Value::Array(members));
-    Ok(Value::Object(out))
+fn group_details(details: &GroupDetails) -> Value {
+    let mut out = group(&details.group);
+    let members = details
+        .members
+        .iter()
+        .map(|(id, partitions)| json!({ "id": id, "partitions_count": partitions.len(), "partitions": partitions }));
+    out.insert("members".into(), members.collect());
+    Value::Object(out)
 }
 
 fn transport_name(transport: u8) -> &'static str {
@@ -277,134 +151,187 @@ fn transport_name(transport: u8) -> &'static str {
     }
 }
 
-fn client(reader: &mut Reader<'_>) -> ApiResult<Map<String, Value>> {
-    let client_id = reader.u32().map_err(broken)?;
-    let user_id = reader.u32().map_err(broken)?;
-    let transport = reader.u8().map_err(broken)?;
-    let address = long_string(reader)?;
-    let groups_count = reader.u32().map_err(broken)?;
-    let mut out = Map::new();
-    out.insert("client_id".into(), json!(client_id));
-    out.insert("user_id".into(), json!((user_id != u32::MAX).then_some(user_id)));
-    out.insert("address".into(), json!(address));
-    out.insert("transport".into(), json!(transport_name(transport)));
-    out.insert("consumer_groups_count".into(), json!(groups_count));
-    Ok(out)
+fn client(info: &ClientInfo, groups_count: usize) -> Map<String, Value> {
+    let document = json!({
+        "client_id": info.client_id,
+        "user_id": info.user_id,
+        "address": info.address,
+        "transport": transport_name(info.transport),
+        "consumer_groups_count": groups_count,
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-pub fn clients(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let mut out = Vec::new();
-    while reader.remaining() > 0 {
-        out.push(Value::Object(client(&mut reader)?));
-    }
-    Ok(Value::Array(out))
+fn client_details(details: &ClientDetails) -> Value {
+    let mut out = client(&details.client, details.groups.len());
+    let groups = details
+        .groups
+        .iter()
+        .map(|group| json!({ "stream_id": group.stream_id, "topic_id": group.topic_id, "group_id": group.group_id }));
+    out.insert("consumer_groups".into(), groups.collect());
+    Value::Object(out)
 }
 
-/// ClientDetails; an empty body is "not found".
-pub fn client_details(body: &[u8]) -> ApiResult<Value> {
-    if body.is_empty() {
-        return Err(ApiError::Code(ErrorCode::ClientNotFound));
-    }
-    let mut reader = Reader::new(body);
-    let mut out = client(&mut reader)?;
-    let count = out["consumer_groups_count"].as_u64().unwrap_or(0);
-    let mut groups = Vec::new();
-    for _ in 0..count {
-        groups.push(json!({
-            "stream_id": reader.u32().map_err(broken)?,
-            "topic_id": reader.u32().map_err(broken)?,
-            "group_id": reader.u32().map_err(broken)?,
-        }));
-    }
-    out.insert("consumer_groups".into(), Value::Array(groups));
-    Ok(Value::Object(out))
+fn node(node: &ClusterNode) -> Value {
+    let status = match node.status {
+        0 => "healthy",
+        1 => "starting",
+        2 => "stopping",
+        3 => "unreachable",
+        _ => "maintenance",
+    };
+    let ports = node.ports;
+    json!({
+        "name": node.name,
+        "ip": node.ip,
+        "endpoints": { "tcp": ports.tcp, "quic": ports.quic, "http": ports.http, "websocket": ports.websocket },
+        "role": if node.role == 0 { "leader" } else { "follower" },
+        "status": status,
+    })
 }
 
 /// DESCRIBE_OPTIONS as the client's `Vec<OptionSpec>`: kinds by name, defaults as bytes.
-pub fn option_catalog(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let count = reader.u32().map_err(broken)?;
-    let mut specs = Vec::new();
-    for _ in 0..count {
-        let key = reader.name().map_err(broken)?;
-        let kind = reader.u8().map_err(broken)?;
-        let kind = HEADER_KINDS.get(usize::from(kind).wrapping_sub(1)).ok_or(broken(ErrorCode::Error))?;
-        let default_len = reader.u32().map_err(broken)? as usize;
-        let default_value = reader.bytes(default_len).map_err(broken)?;
-        let description = long_string(&mut reader)?;
-        specs.push(json!({ "key": key, "kind": kind, "default_value": default_value, "description": description }));
-    }
-    Ok(Value::Array(specs))
+fn option_catalog(catalog: &[OptionSpec]) -> Value {
+    let specs = catalog.iter().map(|spec| {
+        let kind = HEADER_KINDS.get(usize::from(spec.kind).wrapping_sub(1)).copied().unwrap_or("raw");
+        json!({ "key": spec.key, "kind": kind, "default_value": spec.default, "description": spec.description })
+    });
+    specs.collect()
 }
 
-/// Cluster metadata: the name, then each node with its ports, role and status.
-pub fn cluster(body: &[u8]) -> ApiResult<Value> {
-    let mut reader = Reader::new(body);
-    let cluster_name = long_string(&mut reader)?;
-    let count = reader.u32().map_err(broken)?;
-    let mut nodes = Vec::new();
-    for _ in 0..count {
-        let node_name = long_string(&mut reader)?;
-        let ip = long_string(&mut reader)?;
-        let ports: Vec<u16> = (0..4)
-            .map(|_| reader.bytes(2).map(|b| u16::from_le_bytes([b[0], b[1]])).map_err(broken))
-            .collect::<ApiResult<_>>()?;
-        let role = if reader.u8().map_err(broken)? == 0 { "leader" } else { "follower" };
-        let status = match reader.u8().map_err(broken)? {
-            0 => "healthy",
-            1 => "starting",
-            2 => "stopping",
-            3 => "unreachable",
-            _ => "maintenance",
-        };
-        nodes.push(json!({
-            "name": node_name,
-            "ip": ip,
-            "endpoints": { "tcp": ports[0], "quic": ports[1], "http": ports[2], "websocket": ports[3] },
-            "role": role,
-            "status": status,
-        }));
-    }
-    Ok(json!({ "name": cluster_name, "nodes": nodes }))
+/// GET_STATS in the client's `Stats` shape (byte sizes as exact numbers, which its size
+/// type accepts).
+pub fn stats(stats: &Stats) -> Map<String, Value> {
+    let document = json!({
+        "process_id": stats.process_id,
+        "cpu_usage": stats.cpu_usage,
+        "total_cpu_usage": stats.total_cpu_usage,
+        "memory_usage": stats.memory_usage,
+        "total_memory": stats.total_memory,
+        "available_memory": stats.available_memory,
+        "run_time": stats.run_time_us,
+        "start_time": stats.start_time_us,
+        "read_bytes": stats.read_bytes,
+        "written_bytes": stats.written_bytes,
+        "messages_size_bytes": stats.messages_size_bytes,
+        "streams_count": stats.streams_count,
+        "topics_count": stats.topics_count,
+        "partitions_count": stats.partitions_count,
+        "segments_count": stats.segments_count,
+        "messages_count": stats.messages_count,
+        "clients_count": stats.clients_count,
+        "consumer_groups_count": stats.consumer_groups_count,
+        "hostname": stats.hostname,
+        "os_name": stats.os_name,
+        "os_version": stats.os_version,
+        "kernel_version": stats.kernel_version,
+        "iggy_server_version": SERVER_VERSION,
+        "iggy_server_semver": 9 << 10,
+        "cache_metrics": {},
+        "threads_count": stats.threads_count,
+        "free_disk_space": stats.free_disk_space,
+        "total_disk_space": stats.total_disk_space,
+    });
+    let Value::Object(map) = document else { unreachable!("a JSON object") };
+    map
 }
 
-/// GET_STATS in the client's `Stats` shape (byte sizes as exact numbers, which its
-/// size type accepts).
-pub fn stats(body: &[u8]) -> ApiResult<Map<String, Value>> {
-    let mut reader = Reader::new(body);
-    let mut out = Map::new();
-    out.insert("process_id".into(), json!(reader.u32().map_err(broken)?));
-    for key in ["cpu_usage", "total_cpu_usage"] {
-        let bytes = reader.bytes(4).map_err(broken)?;
-        out.insert(key.into(), json!(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])));
+fn consumer_offset(offset: &ConsumerOffset) -> Value {
+    json!({
+        "partition_id": offset.partition_id,
+        "current_offset": offset.current_offset,
+        "stored_offset": offset.stored_offset,
+    })
+}
+
+fn confirmations(sent: &SendConfirmation) -> Value {
+    json!({ "confirmations": [{
+        "stream_id": sent.stream_id,
+        "topic_id": sent.topic_id,
+        "partition_id": sent.partition_id,
+        "base_offset": sent.base_offset,
+    }] })
+}
+
+/// An answer as its JSON document; what is absent answers `missing`'s code (a route for one
+/// resource has a "not found" of its own).
+pub fn document(answer: Answer, missing: ErrorCode) -> ApiResult<Value> {
+    let absent = || ApiError::Code(missing);
+    Ok(match answer {
+        Answer::Stream(details) => stream_details(&details.ok_or_else(absent)?),
+        Answer::Streams(streams) => streams.iter().map(|s| Value::Object(stream(s))).collect(),
+        Answer::Topic(details) => topic_details(&details.ok_or_else(absent)?),
+        Answer::Topics(topics) => topics.iter().map(|t| Value::Object(topic(t))).collect(),
+        Answer::Group(details) => group_details(&details.ok_or_else(absent)?),
+        Answer::Groups(groups) => groups.iter().map(|g| Value::Object(group(g))).collect(),
+        Answer::User(details) => user_details(&details.ok_or_else(absent)?),
+        Answer::Users(users) => users.iter().map(|u| Value::Object(user(u))).collect(),
+        Answer::Tokens(tokens) => tokens
+            .iter()
+            .map(|token| json!({ "name": token.name, "expiry_at": (token.expiry_at != 0).then_some(token.expiry_at) }))
+            .collect(),
+        Answer::RawToken(token) => json!({ "token": token }),
+        Answer::Client(details) => client_details(&details.ok_or_else(absent)?),
+        Answer::Clients(clients) => clients.iter().map(|(info, n)| Value::Object(client(info, *n as usize))).collect(),
+        Answer::Stats(figures) => Value::Object(stats(&figures)),
+        Answer::Cluster { name, nodes } => json!({ "name": name, "nodes": nodes.iter().map(node).collect::<Vec<_>>() }),
+        Answer::Options(catalog) => option_catalog(&catalog),
+        Answer::Offset(offset) => consumer_offset(&offset.ok_or_else(absent)?),
+        Answer::Sent(sent) => confirmations(&sent),
+        Answer::Created(Created::Stream(details)) => stream_details(&details),
+        Answer::Created(Created::Topic(details)) => topic_details(&details),
+        Answer::Created(Created::Group(details)) => group_details(&details),
+        Answer::Created(Created::User(details)) => user_details(&details),
+        other => return Err(unexpected(other)),
+    })
+}
+
+/// What each route renders, with its own "not found".
+pub mod routes {
+    use super::*;
+
+    pub fn listed(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::Error)
     }
-    for key in [
-        "memory_usage",
-        "total_memory",
-        "available_memory",
-        "run_time",
-        "start_time",
-        "read_bytes",
-        "written_bytes",
-        "messages_size_bytes",
-    ] {
-        out.insert(key.into(), json!(reader.u64().map_err(broken)?));
+
+    pub fn stream_details(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::StreamIdNotFound)
     }
-    for key in ["streams_count", "topics_count", "partitions_count", "segments_count"] {
-        out.insert(key.into(), json!(reader.u32().map_err(broken)?));
+
+    pub fn topic_details(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::TopicIdNotFound)
     }
-    out.insert("messages_count".into(), json!(reader.u64().map_err(broken)?));
-    out.insert("clients_count".into(), json!(reader.u32().map_err(broken)?));
-    out.insert("consumer_groups_count".into(), json!(reader.u32().map_err(broken)?));
-    for key in ["hostname", "os_name", "os_version", "kernel_version", "iggy_server_version"] {
-        out.insert(key.into(), json!(long_string(&mut reader)?));
+
+    pub fn group_details(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::ConsumerGroupIdNotFound)
     }
-    out.insert("iggy_server_semver".into(), json!(reader.u32().map_err(broken)?));
-    reader.u32().map_err(broken)?;
-    out.insert("cache_metrics".into(), json!({}));
-    out.insert("threads_count".into(), json!(reader.u32().map_err(broken)?));
-    out.insert("free_disk_space".into(), json!(reader.u64().map_err(broken)?));
-    out.insert("total_disk_space".into(), json!(reader.u64().map_err(broken)?));
-    Ok(out)
+
+    pub fn user_details(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::ResourceNotFound)
+    }
+
+    pub fn client_details(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::ClientNotFound)
+    }
+
+    pub fn consumer_offset(answer: Answer) -> ApiResult<Value> {
+        document(answer, ErrorCode::ConsumerOffsetNotFound)
+    }
+
+    /// GET_STATS as a JSON object, which the route adds the server's own figures to.
+    pub fn stats(answer: Answer) -> ApiResult<Map<String, Value>> {
+        match answer {
+            Answer::Stats(figures) => Ok(super::stats(&figures)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A snapshot's archive bytes.
+    pub fn snapshot(answer: Answer) -> ApiResult<Vec<u8>> {
+        match answer {
+            Answer::Snapshot(archive) => Ok(archive),
+            other => Err(unexpected(other)),
+        }
+    }
 }

@@ -84,14 +84,14 @@ fn topic_options(request: &CreateTopicBody) -> Vec<u8> {
 }
 
 pub async fn get_streams(State(state): Http, headers: HeaderMap) -> Response {
-    json(async { replies::streams(&state.run(&headers, Command::GetStreams).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::GetStreams).await?) }.await)
 }
 
 pub async fn get_stream(State(state): Http, headers: HeaderMap, Path(stream): Path<String>) -> Response {
     json(
         async {
             let reply = state.run(&headers, Command::GetStream { stream: identifier(&stream)? }).await?;
-            replies::stream_details(&reply)
+            replies::routes::stream_details(reply)
         }
         .await,
     )
@@ -102,7 +102,7 @@ pub async fn create_stream(State(state): Http, headers: HeaderMap, bytes: Bytes)
         async {
             let request: NameBody = body(&bytes)?;
             let reply = state.run(&headers, Command::Metadata(MetadataOp::CreateStream { name: request.name })).await?;
-            replies::stream_details(&reply)
+            replies::routes::stream_details(reply)
         }
         .await,
     )
@@ -138,7 +138,7 @@ pub async fn get_topics(State(state): Http, headers: HeaderMap, Path(stream): Pa
     json(
         async {
             let reply = state.run(&headers, Command::GetTopics { stream: identifier(&stream)? }).await?;
-            replies::topics(&reply)
+            replies::routes::listed(reply)
         }
         .await,
     )
@@ -152,7 +152,7 @@ pub async fn get_topic(
     json(
         async {
             let reply = state.run(&headers, Command::GetTopic(topic_ref(&stream, &topic)?)).await?;
-            replies::topic_details(&reply)
+            replies::routes::topic_details(reply)
         }
         .await,
     )
@@ -169,7 +169,7 @@ pub async fn create_topic(
             let (name, partitions_count, options) = topic_body(&bytes)?;
             let op =
                 MetadataOp::CreateTopic { stream: identifier(&stream)?, partitions_count, name, options: &options };
-            replies::topic_details(&state.run(&headers, Command::Metadata(op)).await?)
+            replies::routes::topic_details(state.run(&headers, Command::Metadata(op)).await?)
         }
         .await,
     )
@@ -196,7 +196,7 @@ async fn topic_op(
     headers: &HeaderMap,
     (stream, topic): (String, String),
     op: impl FnOnce(rill_domain::wire::command::TopicRef) -> MetadataOp<'static>,
-) -> ApiResult<Vec<u8>> {
+) -> ApiResult<rill_domain::answer::Answer> {
     state.run(headers, Command::Metadata(op(topic_ref(&stream, &topic)?))).await
 }
 
@@ -258,7 +258,7 @@ pub async fn get_groups(
     json(
         async {
             let reply = state.run(&headers, Command::GetConsumerGroups { topic: topic_ref(&stream, &topic)? }).await?;
-            replies::groups(&reply)
+            replies::routes::listed(reply)
         }
         .await,
     )
@@ -272,7 +272,7 @@ pub async fn get_group(
     json(
         async {
             let command = Command::GetConsumerGroup { topic: topic_ref(&stream, &topic)?, group: identifier(&group)? };
-            replies::group_details(&state.run(&headers, command).await?)
+            replies::routes::group_details(state.run(&headers, command).await?)
         }
         .await,
     )
@@ -288,7 +288,7 @@ pub async fn create_group(
         async {
             let request: NameBody = body(&bytes)?;
             let op = MetadataOp::CreateConsumerGroup { topic: topic_ref(&stream, &topic)?, name: request.name };
-            replies::group_details(&state.run(&headers, Command::Metadata(op)).await?)
+            replies::routes::group_details(state.run(&headers, Command::Metadata(op)).await?)
         }
         .await,
     )

@@ -23,7 +23,7 @@ type Http = State<Arc<HttpState>>;
 pub async fn stats(State(state): Http, headers: HeaderMap) -> Response {
     json(
         async {
-            let mut document = replies::stats(&state.run(&headers, Command::GetStats).await?)?;
+            let mut document = replies::routes::stats(state.run(&headers, Command::GetStats).await?)?;
             let extra = state.read(|m| crate::metrics::stats(m, &state.context));
             if let Ok(Value::Object(extra)) = serde_json::to_value(extra) {
                 for (key, value) in extra {
@@ -37,11 +37,11 @@ pub async fn stats(State(state): Http, headers: HeaderMap) -> Response {
 }
 
 pub async fn clients(State(state): Http, headers: HeaderMap) -> Response {
-    json(async { replies::clients(&state.run(&headers, Command::GetClients).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::GetClients).await?) }.await)
 }
 
 pub async fn client(State(state): Http, headers: HeaderMap, Path(client_id): Path<u32>) -> Response {
-    json(async { replies::client_details(&state.run(&headers, Command::GetClient { client_id }).await?) }.await)
+    json(async { replies::routes::client_details(state.run(&headers, Command::GetClient { client_id }).await?) }.await)
 }
 
 /// `GET /options/{topic|stream|user}`: what that resource's create command accepts.
@@ -52,7 +52,7 @@ pub async fn options(State(state): Http, headers: HeaderMap, Path(scope): Path<S
         "user" => topic_options::SCOPE_USER,
         _ => return json::<Value>(Err(ApiError::Code(ErrorCode::InvalidCommand))),
     };
-    json(async { replies::option_catalog(&state.run(&headers, Command::DescribeOptions { scope }).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::DescribeOptions { scope }).await?) }.await)
 }
 
 /// The body of `POST /snapshot`, with the client's enum names.
@@ -87,7 +87,8 @@ pub(crate) fn snapshot_command(request: &SnapshotBody) -> ApiResult<Command<'sta
 
 /// `POST /snapshot`: the zip archive itself, as the SDK saves it.
 pub async fn snapshot(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
-    let archive = async { state.run(&headers, snapshot_command(&body(&bytes)?)?).await }.await;
+    let archive =
+        async { replies::routes::snapshot(state.run(&headers, snapshot_command(&body(&bytes)?)?).await?) }.await;
     match archive {
         Ok(archive) => ([(header::CONTENT_TYPE, "application/zip")], archive).into_response(),
         Err(error) => error.into_response(),
@@ -95,5 +96,5 @@ pub async fn snapshot(State(state): Http, headers: HeaderMap, bytes: Bytes) -> R
 }
 
 pub async fn cluster(State(state): Http, headers: HeaderMap) -> Response {
-    json(async { replies::cluster(&state.run(&headers, Command::GetClusterMetadata).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::GetClusterMetadata).await?) }.await)
 }

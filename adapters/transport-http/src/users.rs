@@ -88,14 +88,14 @@ fn status(text: Option<&str>) -> ApiResult<Option<u8>> {
 }
 
 pub async fn get_users(State(state): Http, headers: HeaderMap) -> Response {
-    json(async { replies::users(&state.run(&headers, Command::GetUsers).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::GetUsers).await?) }.await)
 }
 
 pub async fn get_user(State(state): Http, headers: HeaderMap, Path(user): Path<String>) -> Response {
     json(
         async {
             let reply = state.run(&headers, Command::GetUser { user: identifier(&user)? }).await?;
-            replies::user_details(&reply)
+            replies::routes::user_details(reply)
         }
         .await,
     )
@@ -105,7 +105,7 @@ pub async fn create_user(State(state): Http, headers: HeaderMap, bytes: Bytes) -
     created(
         async {
             let command = create_user_command(&bytes)?;
-            replies::user_details(&state.run(&headers, command).await?)
+            replies::routes::user_details(state.run(&headers, command).await?)
         }
         .await,
     )
@@ -164,7 +164,7 @@ pub async fn update_permissions(
 }
 
 pub async fn get_tokens(State(state): Http, headers: HeaderMap) -> Response {
-    json(async { replies::tokens(&state.run(&headers, Command::GetTokens).await?) }.await)
+    json(async { replies::routes::listed(state.run(&headers, Command::GetTokens).await?) }.await)
 }
 
 pub async fn create_token(State(state): Http, headers: HeaderMap, bytes: Bytes) -> Response {
@@ -172,7 +172,7 @@ pub async fn create_token(State(state): Http, headers: HeaderMap, bytes: Bytes) 
         async {
             let request: CreateTokenBody = body(&bytes)?;
             let command = Command::CreateToken { name: request.name, expiry_us: request.expiry };
-            replies::raw_token(&state.run(&headers, command).await?)
+            replies::routes::listed(state.run(&headers, command).await?)
         }
         .await,
     )

@@ -7,10 +7,10 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rill_domain::answer::Usage;
 use rill_domain::batch::{self, BatchHeader};
 use rill_domain::dedup::DedupWindow;
 use rill_domain::segment::parse_log_file_name;
-use rill_domain::wire::response::Usage;
 
 use super::offsets::ConsumerOffsets;
 use super::recovery::{LoadMode, Recovery};

@@ -4,6 +4,7 @@
 //! peer's request for stored batches is answered from it.
 
 use rill_domain::Namespace;
+use rill_domain::answer::{Answer, SendConfirmation};
 use rill_domain::batch::BatchHeader;
 use rill_domain::error::ErrorCode;
 use rill_domain::partition_group;
@@ -11,7 +12,6 @@ use rill_domain::polling::PollingStrategy;
 use rill_domain::retention::{RetentionPolicy, segments_to_delete};
 use rill_domain::vsr::{ENTRY_BODY_MAX, Message};
 use rill_domain::wire::codes::operation;
-use rill_domain::wire::response;
 
 use super::apply::{Target, group_partition};
 use super::core::consumer_kind;
@@ -32,15 +32,15 @@ impl<E: Env> PartitionGroup<E> {
                     return Err(ErrorCode::PartitionNotFound);
                 }
                 store.refuse_below_floor()?;
-                self.replicate_send(store, namespace, batch, (stream_id, topic_id)).await.map(Reply::Body)
+                self.replicate_send(store, namespace, batch, (stream_id, topic_id)).await.map(Reply::Answer)
             }
             PartitionOp::StoreOffset { key, offset } => {
                 store.owned(namespace)?;
-                self.replicate_offset(store, namespace, key, Some(offset)).await.map(Reply::Body)
+                self.replicate_offset(store, namespace, key, Some(offset)).await.map(Reply::Answer)
             }
             PartitionOp::DeleteOffset { key } => {
                 store.owned(namespace)?;
-                self.replicate_offset(store, namespace, key, None).await.map(Reply::Body)
+                self.replicate_offset(store, namespace, key, None).await.map(Reply::Answer)
             }
             PartitionOp::DeleteSegments { count } => self.delete_segments(store, namespace, count).await,
             PartitionOp::Purge { incarnation } => {
@@ -48,7 +48,7 @@ impl<E: Env> PartitionGroup<E> {
                 let reach = self.reach(store);
                 let noted = self.core.lock().await.note_purge(&reach, namespace, &partition, incarnation).await;
                 noted.map_err(io_failure("recording a purge"))?;
-                self.replicate_reset(store, namespace, incarnation).await.map(Reply::Body)
+                self.replicate_reset(store, namespace, incarnation).await.map(Reply::Answer)
             }
             PartitionOp::Poll { key, strategy, count, auto_commit } => {
                 self.poll(store, namespace, (key, strategy, count), auto_commit).await
@@ -98,7 +98,7 @@ impl<E: Env> PartitionGroup<E> {
             (log.start_after_oldest(count), core.copy(namespace).incarnation)
         };
         let body = partition_group::delete_segments_body(namespace.packed(), below, incarnation);
-        self.submit(store, operation::DELETE_SEGMENTS, body).await.map(|_| Reply::Body(Vec::new()))
+        self.submit(store, operation::DELETE_SEGMENTS, body).await.map(|_| Answer::Nothing.into())
     }
 
     /// Retention of a replicated partition: only the group's primary decides, from its own
@@ -174,9 +174,8 @@ impl<E: Env> PartitionGroup<E> {
         drop(batch);
         let base_offset = self.submit(store, operation::SEND_MESSAGES, body).await?;
         let base_offset = base_offset.ok_or(ErrorCode::InvalidMessagesCount)?;
-        let mut out = Vec::new();
-        response::send_confirmation(&mut out, stream_id, topic_id, namespace.partition_id(), base_offset);
-        Ok(out)
+        let partition_id = namespace.partition_id();
+        Ok(Answer::Sent(SendConfirmation { stream_id, topic_id, partition_id, base_offset }))
     }
 
     /// A consumer offset store (`Some`) or delete through the group, answered once it commits.
@@ -199,7 +198,7 @@ impl<E: Env> PartitionGroup<E> {
             ),
         };
         self.submit(store, operation, body).await?;
-        Ok(0u32.to_le_bytes().to_vec())
+        Ok(Answer::Done)
     }
 
     /// A purge of a replicated partition: a reset to the purge's incarnation, answered once
@@ -212,7 +211,7 @@ impl<E: Env> PartitionGroup<E> {
             let body = partition_group::reset_body(namespace.packed(), incarnation);
             self.submit(store, operation::RESET_PARTITION, body).await?;
         }
-        Ok(Vec::new())
+        Ok(Answer::Nothing)
     }
 
     /// A peer asks for stored batches of a partition in an incarnation: whole batches from

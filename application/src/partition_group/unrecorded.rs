@@ -83,7 +83,7 @@ impl<E: Env> GroupCore<E> {
             messages = held,
             group = reach.group(),
             "a partition holds messages its partition group has no record of (written without \
-             replicate_partitions, or on another shard before 2026-12-04's placement): the group \
+             replicate_partitions, or on another shard under an earlier placement rule): the group \
              refuses every send. To go on, stop the node and either move this partition's \
              directory out of the data directory (the partition starts again empty) or start \
              it without replicate_partitions"

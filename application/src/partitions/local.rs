@@ -7,6 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use rill_domain::Namespace;
+use rill_domain::answer::{Answer, ConsumerOffset, SendConfirmation};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
@@ -67,7 +68,7 @@ impl<E: Env> PartitionStore<E> {
         if offsets_change {
             partition.publish_offsets(&log);
         }
-        reply.map(Reply::Body)
+        reply.map(Reply::Answer)
     }
 
     async fn execute_locked(
@@ -83,19 +84,17 @@ impl<E: Env> PartitionStore<E> {
                 let appended = self.append(namespace, log, batch).await?;
                 stats.appended_messages.fetch_add(appended.stored as u64, Ordering::Relaxed);
                 stats.appended_bytes.fetch_add(appended.bytes, Ordering::Relaxed);
-                let mut out = Vec::new();
-                let partition_id = namespace.partition_id();
-                response::send_confirmation(&mut out, stream_id, topic_id, partition_id, appended.base_offset);
-                Ok(out)
+                let (partition_id, base_offset) = (namespace.partition_id(), appended.base_offset);
+                Ok(Answer::Sent(SendConfirmation { stream_id, topic_id, partition_id, base_offset }))
             }
-            PartitionOp::GetOffset { key } => Ok(self.offset_reply(namespace, log, key, false)),
+            PartitionOp::GetOffset { key } => Ok(Self::offset_answer(namespace, log, key, false)),
             PartitionOp::StoreOffset { key, offset } => {
                 let fsync = log.settings.consumer_offset_fsync;
                 log.offsets.store(&self.storage, key, offset, fsync).await.map_err(io_failure("storing an offset"))?;
-                Ok(0u32.to_le_bytes().to_vec())
+                Ok(Answer::Done)
             }
             PartitionOp::DeleteOffset { key } => match log.offsets.delete(&self.storage, key).await {
-                Ok(true) => Ok(0u32.to_le_bytes().to_vec()),
+                Ok(true) => Ok(Answer::Done),
                 Ok(false) => Err(ErrorCode::ConsumerOffsetNotFound),
                 Err(error) => Err(io_failure("deleting an offset")(error)),
             },
@@ -103,13 +102,13 @@ impl<E: Env> PartitionStore<E> {
                 let was_read_only = log.write_failure().is_some();
                 let result = log.flush(&self.storage, fsync).await;
                 self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
-                result.map(|()| Vec::new()).map_err(|_| ErrorCode::CannotSaveMessagesToSegment)
+                result.map(|()| Answer::Nothing).map_err(|_| ErrorCode::CannotSaveMessagesToSegment)
             }
             PartitionOp::DeleteSegments { count } => {
                 let detached =
                     log.delete_segments(&self.storage, count).await.map_err(io_failure("deleting segments"))?;
                 self.shared.telemetry.data.retention_segments.fetch_add(detached.segments as u64, Ordering::Relaxed);
-                Ok(Vec::new())
+                Ok(Answer::Nothing)
             }
             PartitionOp::Purge { incarnation } => {
                 let dir = self.partition_dir(namespace);
@@ -119,11 +118,11 @@ impl<E: Env> PartitionStore<E> {
                 // deleted and created again since): the purge is committed again by a
                 // clustered node's metadata recovery, and what was stored since stays.
                 if purged.max(created).is_some_and(|done| done >= incarnation) {
-                    return Ok(Vec::new());
+                    return Ok(Answer::Nothing);
                 }
                 let purged = self.purge_partition(namespace, log, Some(incarnation)).await;
                 purged.map_err(io_failure("purging a partition"))?;
-                Ok(Vec::new())
+                Ok(Answer::Nothing)
             }
             PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Poll { .. } => {
                 unreachable!("lifecycle operations are the owner's, polls are planned apart")
@@ -139,25 +138,17 @@ impl<E: Env> PartitionStore<E> {
         if partition.closed() {
             return Err(ErrorCode::PartitionNotFound);
         }
-        Ok(Reply::Body(self.offset_reply(namespace, &log, key, behind)))
+        Ok(Reply::Answer(Self::offset_answer(namespace, &log, key, behind)))
     }
 
-    /// A GET_CONSUMER_OFFSET reply: `[partition][current offset][stored offset]`, empty when
-    /// nothing is stored (or the copy lags, `behind`, and serves nothing).
-    pub(crate) fn offset_reply(
-        &self,
-        namespace: Namespace,
-        log: &PartitionLog<E::Storage>,
-        key: ConsumerKey,
-        behind: bool,
-    ) -> Vec<u8> {
-        let mut out = Vec::new();
-        if let Some(stored) = log.offsets.get(key).filter(|_| !behind) {
-            out.extend_from_slice(&namespace.partition_id().to_le_bytes());
-            out.extend_from_slice(&log.current_offset().to_le_bytes());
-            out.extend_from_slice(&stored.to_le_bytes());
-        }
-        out
+    /// A stored consumer offset with where the partition stands; none when nothing is
+    /// stored (or the copy lags, `behind`, and serves nothing).
+    fn offset_answer(namespace: Namespace, log: &PartitionLog<E::Storage>, key: ConsumerKey, behind: bool) -> Answer {
+        Answer::Offset(log.offsets.get(key).filter(|_| !behind).map(|stored_offset| ConsumerOffset {
+            partition_id: namespace.partition_id(),
+            current_offset: log.current_offset(),
+            stored_offset,
+        }))
     }
 
     /// A poll: planned under the partition's lock (the start offset, the batches to read,

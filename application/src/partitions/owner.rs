@@ -5,6 +5,7 @@
 //! every partition operation.
 
 use rill_domain::Namespace;
+use rill_domain::answer::Answer;
 use rill_domain::error::ErrorCode;
 use rill_domain::retention::RetentionPolicy;
 
@@ -36,12 +37,12 @@ impl<'a, E: Env> Owner<'a, E> {
             (_, PartitionOp::Open { settings, fresh, created_at }) => self
                 .open(namespace, settings, fresh, created_at)
                 .await
-                .map(|()| Vec::new().into())
+                .map(|()| Answer::Nothing.into())
                 .map_err(|_| ErrorCode::IoError),
             (_, PartitionOp::Remove) => {
                 self.store().forget_unopened(namespace);
                 self.remove(namespace).await;
-                Ok(Vec::new().into())
+                Ok(Answer::Nothing.into())
             }
             (Owner::Local(store), op) => store.execute_local(namespace, op).await,
             (Owner::Replicated(store, group), op) => group.execute(store, namespace, op).await,

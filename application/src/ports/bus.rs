@@ -9,6 +9,7 @@
 //!   reply as the frame its batches were read into.
 
 use rill_domain::Namespace;
+use rill_domain::answer::Answer;
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::PollingStrategy;
@@ -131,15 +132,15 @@ impl ShardRequest {
     }
 }
 
-/// A reply body on success, or the error code to put on the wire.
-pub type ShardReply = Result<Vec<u8>, ErrorCode>;
+/// A use case's answer on success, or the error code to put on the wire.
+pub type ShardReply = Result<Answer, ErrorCode>;
 
-/// A reply as it travels: a body the dispatcher frames, or a frame built in place (a poll's
-/// batches read straight into it) whose first `HEADER_SIZE` bytes are left for the reply
-/// header.
-#[derive(Debug, PartialEq, Eq)]
+/// A reply as it travels: an answer the connection's transport encodes (binary, or the
+/// HTTP API's JSON), or a frame built in place (a poll's batches read straight into it)
+/// whose first `HEADER_SIZE` bytes are left for the reply header.
+#[derive(Debug, PartialEq)]
 pub enum Reply {
-    Body(Vec<u8>),
+    Answer(Answer),
     Frame(PoolSlice),
     /// The owner wrote the reply frame to the client's socket: all of it, or all but this
     /// rest, which the connection's shard writes.
@@ -147,27 +148,24 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// The reply's body, without the header room of a frame.
-    pub fn body(&self) -> &[u8] {
+    /// The answer a reply that is no frame carries (a frame's is its bytes).
+    pub fn into_answer(self) -> Result<Answer, ErrorCode> {
         match self {
-            Reply::Body(body) => body,
-            Reply::Frame(frame) => &frame[HEADER_SIZE..],
-            // Already framed and (mostly) written: nothing of it is a body to pass on.
-            Reply::Sent(_) => &[],
+            Reply::Answer(answer) => Ok(answer),
+            // Only a poll answers with a frame, and only a send is sent by its owner.
+            Reply::Frame(_) | Reply::Sent(_) => Err(ErrorCode::Error),
         }
     }
 
-    pub fn into_body(self) -> Vec<u8> {
-        match self {
-            Reply::Body(body) => body,
-            frame => frame.body().to_vec(),
-        }
+    /// A frame's body: the poll's prefix and batches, after the room for the header.
+    pub fn frame_body(frame: &PoolSlice) -> &[u8] {
+        &frame[HEADER_SIZE..]
     }
 }
 
-impl From<Vec<u8>> for Reply {
-    fn from(body: Vec<u8>) -> Self {
-        Reply::Body(body)
+impl From<Answer> for Reply {
+    fn from(answer: Answer) -> Self {
+        Reply::Answer(answer)
     }
 }
 

@@ -4,10 +4,10 @@
 //! the quorum in a cluster), so every shard and every node reads the same members, owners
 //! and generation from its metadata view, and a poll is gated on that view.
 
+use rill_domain::answer::{Answer, GroupInfo};
 use rill_domain::consumer_group::{ConsumerGroup, GroupKey, MemberId};
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
-use rill_domain::reader::Put;
 use rill_domain::wire::command::{MetadataOp, TopicRef};
 
 use super::{Shard, queries};
@@ -43,30 +43,21 @@ impl<E: Env> Shard<E> {
 
     pub fn get_consumer_group(&self, topic: &TopicRef, group: &Identifier) -> ShardReply {
         self.metadata.read(|m| m.topic_ids(topic))?;
-        let Ok(key) = self.resolve_group(topic, group) else { return Ok(Vec::new()) };
-        Ok(self.metadata.read(|m| {
-            let mut out = Vec::new();
-            queries::encode_group_details(&mut out, m, key);
-            out
-        }))
+        let Ok(key) = self.resolve_group(topic, group) else { return Ok(Answer::Group(None)) };
+        Ok(Answer::Group(self.metadata.read(|m| queries::group_details(m, key))))
     }
 
     pub fn get_consumer_groups(&self, topic: &TopicRef) -> ShardReply {
         self.metadata.read(|m| {
             let (stream_id, topic_id) = m.topic_ids(topic)?;
             let topic = m.topic_by_ids(stream_id, topic_id).expect("resolved above");
-            let mut out = Vec::new();
-            for (&group_id, name) in &topic.consumer_groups {
-                let members = topic.memberships.get(&group_id).map_or(0, |g| g.member_ids().len() as u32);
-                rill_domain::wire::response::consumer_group(
-                    &mut out,
-                    group_id,
-                    topic.partitions.len() as u32,
-                    members,
-                    name,
-                );
-            }
-            Ok(out)
+            let groups = topic.consumer_groups.iter().map(|(&group_id, name)| GroupInfo {
+                id: group_id,
+                partitions_count: topic.partitions.len() as u32,
+                members_count: topic.memberships.get(&group_id).map_or(0, |g| g.member_ids().len() as u32),
+                name: name.clone(),
+            });
+            Ok(Answer::Groups(groups.collect()))
         })
     }
 
@@ -80,7 +71,7 @@ impl<E: Env> Shard<E> {
     ) -> ShardReply {
         let key = self.resolve_group(topic, group)?;
         if self.with_group(key, |g| g.is_some_and(|g| g.assignment(client).is_some())) {
-            return Ok(0u32.to_le_bytes().to_vec());
+            return Ok(Answer::Done);
         }
         self.commit_membership(MetadataOp::JoinGroup { group: key, member: self.member(client, client_id) }).await
     }
@@ -98,15 +89,7 @@ impl<E: Env> Shard<E> {
             let timeout_us = self.shared.config.security.rebalancing_timeout_us;
             self.commit_membership(MetadataOp::SettleGroup { group: key, synced: client, timeout_us }).await?;
         }
-        let mut out = Vec::new();
-        if let Some((generation, owned)) = self.with_group(key, |g| g.and_then(|g| g.assignment(client))) {
-            out.put_u64(generation);
-            out.put_u32(owned.len() as u32);
-            for partition in owned {
-                out.put_u32(partition);
-            }
-        }
-        Ok(out)
+        Ok(Answer::Synced(self.with_group(key, |g| g.and_then(|g| g.assignment(client)))))
     }
 
     /// Whether `client` may poll `partition` through the group now.

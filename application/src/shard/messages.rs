@@ -2,6 +2,7 @@
 //! committed metadata, choose the partition, validate, then route to the owning shard.
 
 use rill_domain::Namespace;
+use rill_domain::answer::Answer;
 use rill_domain::batch;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
@@ -122,9 +123,7 @@ impl<E: Env> Shard<E> {
             let partition = request.partition_id.ok_or(ErrorCode::PartitionNotFound)?;
             let key = self.resolve_group(&request.topic, group)?;
             if !self.owns_group_partition(key, client, partition) {
-                let mut out = Vec::new();
-                rill_domain::wire::response::poll_prefix(&mut out, RESYNC_PARTITION, 0, 0);
-                return Ok(out.into());
+                return Ok(Answer::EmptyPoll { partition_id: RESYNC_PARTITION, current_offset: 0 }.into());
             }
         }
         let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;

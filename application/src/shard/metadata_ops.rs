@@ -6,24 +6,22 @@
 use std::sync::atomic::Ordering;
 
 use rill_domain::Namespace;
+use rill_domain::answer::{Answer, Created, UserDetails};
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::{Applied, Metadata};
 use rill_domain::wire::command::MetadataOp;
-use rill_domain::wire::response;
 
 use super::{Shard, queries};
-use crate::ports::{Env, PartitionOp, Reply, ShardBus, ShardReply, ShardRequest, Storage};
+use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage};
 
 impl<E: Env> Shard<E> {
-    /// Runs one metadata operation from a client; returns the result-framed reply body.
+    /// Runs one metadata operation from a client; answers `Done`, or the created
+    /// resource's details.
     pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
         if self.writer.is_none() {
             self.shared.telemetry.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
-            return self
-                .bus
-                .call(0, ShardRequest::Metadata { operation, body: body.to_vec() })
-                .await
-                .map(Reply::into_body);
+            let request = ShardRequest::Metadata { operation, body: body.to_vec() };
+            return self.bus.call(0, request).await?.into_answer();
         }
         self.commit_metadata(operation, body).await
     }
@@ -35,33 +33,27 @@ impl<E: Env> Shard<E> {
         };
         // Committed, published and mirrored in storage by the time it returns.
         let applied = self.replicate(operation, body, self.now_us()).await?.result?;
-        let mut out = Vec::new();
-        response::result_ok(&mut out);
-        writer.metadata(|metadata| self.created_reply(&mut out, metadata, operation, applied));
-        Ok(out)
+        let created = writer.metadata(|metadata| self.created(metadata, operation, applied));
+        Ok(created.map_or(Answer::Done, Answer::Created))
     }
 
-    /// The details a create returns after the result section.
-    fn created_reply(&self, out: &mut Vec<u8>, metadata: &Metadata, operation: u8, applied: Applied) {
-        let out = &mut *out;
+    /// The details a create answers with.
+    fn created(&self, metadata: &Metadata, operation: u8, applied: Applied) -> Option<Created> {
         match applied {
             Applied::StreamCreated { stream_id } => {
-                queries::encode_stream_details(out, metadata, &self.shared, stream_id)
+                queries::stream_details(metadata, &self.shared, stream_id).map(Created::Stream)
             }
             Applied::TopicCreated { stream_id, topic_id } => {
-                queries::encode_topic_details(out, metadata, &self.shared, stream_id, topic_id)
+                queries::topic_details(metadata, &self.shared, stream_id, topic_id).map(Created::Topic)
             }
-            Applied::GroupCreated { stream_id, topic_id, group_id } => queries::encode_group_details(
-                out,
-                metadata,
-                rill_domain::consumer_group::GroupKey { stream_id, topic_id, group_id },
-            ),
+            Applied::GroupCreated { stream_id, topic_id, group_id } => {
+                let key = rill_domain::consumer_group::GroupKey { stream_id, topic_id, group_id };
+                queries::group_details(metadata, key).map(Created::Group)
+            }
             Applied::UserChanged { user_id } if operation == rill_domain::wire::codes::operation::INSERT_USER => {
-                if let Some(user) = metadata.user(user_id) {
-                    response::user_details(out, user);
-                }
+                metadata.user(user_id).map(|user| Created::User(UserDetails::of(user)))
             }
-            _ => {}
+            _ => None,
         }
     }
 

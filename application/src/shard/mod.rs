@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rill_domain::Namespace;
+use rill_domain::answer::Answer;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::Metadata;
 use rill_domain::wire::command::MetadataOp;
@@ -367,9 +368,11 @@ impl<E: Env> Shard<E> {
                 let result = self.execute_partition(namespace, op).await;
                 self.reply_directly(direct, result)
             }
-            ShardRequest::Metadata { operation, body } => self.commit_metadata(operation, &body).await.map(Reply::Body),
+            ShardRequest::Metadata { operation, body } => {
+                self.commit_metadata(operation, &body).await.map(Reply::Answer)
+            }
             ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, request).await,
-            ShardRequest::FlushAll => self.flush_owned().await.map(|()| Vec::new().into()).map_err(|error| {
+            ShardRequest::FlushAll => self.flush_owned().await.map(|()| Answer::Nothing.into()).map_err(|error| {
                 tracing::error!(%error, "flushing partitions failed");
                 ErrorCode::IoError
             }),
@@ -414,7 +417,7 @@ impl<E: Env> Shard<E> {
         let mut failure = None;
         for shard in 0..self.shared.shard_count {
             let result = if shard == self.shard_id {
-                self.flush_owned().await.map(|()| Vec::new().into()).map_err(|_| ErrorCode::IoError)
+                self.flush_owned().await.map(|()| Answer::Nothing.into()).map_err(|_| ErrorCode::IoError)
             } else {
                 self.bus.call(shard, ShardRequest::FlushAll).await
             };

@@ -2,14 +2,18 @@
 //! shard's lock-free metadata view and the shared partition counters; no shard is asked.
 
 use rill_domain::Namespace;
+use rill_domain::answer::{
+    Answer, ClientDetails, ClusterNode, GroupDetails, GroupInfo, PartitionInfo, Stats, StreamDetails, StreamInfo,
+    TopicDetails, TopicInfo, Usage, single_node,
+};
+use rill_domain::consumer_group::GroupKey;
 use rill_domain::identifier::Identifier;
 use rill_domain::metadata::{Metadata, Topic};
 use rill_domain::wire::command::TopicRef;
-use rill_domain::wire::response::{self, PartitionInfo, Stats, Usage};
 
 use super::Shard;
 use crate::ports::HostMetrics;
-use crate::ports::{Env, MetadataRead, ShardReply};
+use crate::ports::{Env, MetadataRead};
 use crate::shared::Shared;
 use std::sync::atomic::Ordering;
 
@@ -25,34 +29,33 @@ fn topic_usage(shared: &Shared, stream_id: u32, topic: &Topic) -> Usage {
     usage
 }
 
-fn encode_stream(out: &mut Vec<u8>, metadata: &Metadata, shared: &Shared, stream_id: u32) {
-    let Some(stream) = metadata.streams().find(|s| s.id == stream_id) else { return };
+fn stream_info(metadata: &Metadata, shared: &Shared, stream_id: u32) -> Option<StreamInfo> {
+    let stream = metadata.streams().find(|s| s.id == stream_id)?;
     let mut usage = Usage::default();
     for topic in stream.topics.values() {
         usage += topic_usage(shared, stream_id, topic);
     }
-    response::stream(out, stream.id, stream.created_at, stream.topics.len() as u32, usage, &stream.name);
+    let topics_count = stream.topics.len() as u32;
+    Some(StreamInfo { id: stream.id, created_at: stream.created_at, topics_count, usage, name: stream.name.clone() })
 }
 
-/// StreamDetails: the stream, then a header for each of its topics.
-pub(super) fn encode_stream_details(out: &mut Vec<u8>, metadata: &Metadata, shared: &Shared, stream_id: u32) {
-    encode_stream(out, metadata, shared, stream_id);
-    let Some(stream) = metadata.streams().find(|s| s.id == stream_id) else { return };
-    for topic in stream.topics.values() {
-        response::topic_header(out, topic, topic_usage(shared, stream_id, topic));
-    }
+/// A stream with a header for each of its topics.
+pub(super) fn stream_details(metadata: &Metadata, shared: &Shared, stream_id: u32) -> Option<StreamDetails> {
+    let info = stream_info(metadata, shared, stream_id)?;
+    let stream = metadata.streams().find(|s| s.id == stream_id)?;
+    let topics = stream.topics.values().map(|t| TopicInfo::of(t, topic_usage(shared, stream_id, t))).collect();
+    Some(StreamDetails { stream: info, topics })
 }
 
-/// TopicDetails: the topic header, then every partition.
-pub(super) fn encode_topic_details(
-    out: &mut Vec<u8>,
+/// A topic with every partition.
+pub(super) fn topic_details(
     metadata: &Metadata,
     shared: &Shared,
     stream_id: u32,
     topic_id: u32,
-) {
-    let Some(topic) = metadata.topic_by_ids(stream_id, topic_id) else { return };
-    response::topic_header(out, topic, topic_usage(shared, stream_id, topic));
+) -> Option<TopicDetails> {
+    let topic = metadata.topic_by_ids(stream_id, topic_id)?;
+    let mut partitions = Vec::with_capacity(topic.partitions.len());
     for (partition_id, created_at) in topic.partitions.iter().enumerate() {
         let mut info = PartitionInfo { id: partition_id as u32, created_at: *created_at, ..Default::default() };
         if let Some(stats) =
@@ -62,67 +65,62 @@ pub(super) fn encode_topic_details(
             info.current_offset = stats.current_offset();
             info.usage = stats.usage();
         }
-        response::partition(out, &info);
+        partitions.push(info);
     }
+    Some(TopicDetails { topic: TopicInfo::of(topic, topic_usage(shared, stream_id, topic)), partitions })
 }
 
-/// ConsumerGroupDetails: the group, then each member with its partitions.
-pub(super) fn encode_group_details(out: &mut Vec<u8>, metadata: &Metadata, key: rill_domain::consumer_group::GroupKey) {
-    let Some(topic) = metadata.topic_by_ids(key.stream_id, key.topic_id) else { return };
-    let Some(name) = topic.consumer_groups.get(&key.group_id) else { return };
+/// A consumer group with each member and its partitions.
+pub(super) fn group_details(metadata: &Metadata, key: GroupKey) -> Option<GroupDetails> {
+    let topic = metadata.topic_by_ids(key.stream_id, key.topic_id)?;
+    let name = topic.consumer_groups.get(&key.group_id)?;
     let members = metadata.group_state(key).map(|g| g.members()).unwrap_or_default();
-    response::consumer_group(out, key.group_id, topic.partitions.len() as u32, members.len() as u32, name);
-    for member in &members {
-        response::group_member(out, member.client_id, &member.partitions);
-    }
+    let group = GroupInfo {
+        id: key.group_id,
+        partitions_count: topic.partitions.len() as u32,
+        members_count: members.len() as u32,
+        name: name.clone(),
+    };
+    let members = members.into_iter().map(|member| (member.client_id, member.partitions)).collect();
+    Some(GroupDetails { group, members })
 }
 
 impl<E: Env> Shard<E> {
-    /// GET_STREAM: details, or an empty body when the stream does not exist.
-    pub fn get_stream(&self, stream: &Identifier) -> Vec<u8> {
-        self.metadata.read(|metadata| {
-            let mut out = Vec::new();
-            if let Ok(stream_id) = metadata.stream_id(stream) {
-                encode_stream_details(&mut out, metadata, &self.shared, stream_id);
-            }
-            out
-        })
+    /// GET_STREAM: details, or none when the stream does not exist.
+    pub fn get_stream(&self, stream: &Identifier) -> Answer {
+        Answer::Stream(self.metadata.read(|metadata| {
+            let stream_id = metadata.stream_id(stream).ok()?;
+            stream_details(metadata, &self.shared, stream_id)
+        }))
     }
 
-    pub fn get_streams(&self) -> Vec<u8> {
-        self.metadata.read(|metadata| {
-            let mut out = Vec::new();
-            for stream in metadata.streams() {
-                encode_stream(&mut out, metadata, &self.shared, stream.id);
-            }
-            out
-        })
+    pub fn get_streams(&self) -> Answer {
+        Answer::Streams(self.metadata.read(|metadata| {
+            metadata.streams().filter_map(|stream| stream_info(metadata, &self.shared, stream.id)).collect()
+        }))
     }
 
-    /// GET_TOPIC: details, or an empty body when the stream or topic does not exist.
-    pub fn get_topic(&self, topic: &TopicRef) -> Vec<u8> {
-        self.metadata.read(|metadata| {
-            let mut out = Vec::new();
-            if let Ok((stream_id, topic_id)) = metadata.topic_ids(topic) {
-                encode_topic_details(&mut out, metadata, &self.shared, stream_id, topic_id);
-            }
-            out
-        })
+    /// GET_TOPIC: details, or none when the stream or topic does not exist.
+    pub fn get_topic(&self, topic: &TopicRef) -> Answer {
+        Answer::Topic(self.metadata.read(|metadata| {
+            let (stream_id, topic_id) = metadata.topic_ids(topic).ok()?;
+            topic_details(metadata, &self.shared, stream_id, topic_id)
+        }))
     }
 
-    /// GET_TOPICS: `[count u32]` then the headers; a missing stream has none.
-    pub fn get_topics(&self, stream: &Identifier) -> Vec<u8> {
-        self.metadata.read(|metadata| {
-            let Ok(stream) = metadata.stream(stream) else { return 0u32.to_le_bytes().to_vec() };
-            let mut out = (stream.topics.len() as u32).to_le_bytes().to_vec();
-            for topic in stream.topics.values() {
-                response::topic_header(&mut out, topic, topic_usage(&self.shared, stream.id, topic));
-            }
-            out
-        })
+    /// GET_TOPICS: every topic of the stream; a missing stream has none.
+    pub fn get_topics(&self, stream: &Identifier) -> Answer {
+        Answer::Topics(self.metadata.read(|metadata| {
+            let Ok(stream) = metadata.stream(stream) else { return Vec::new() };
+            stream
+                .topics
+                .values()
+                .map(|topic| TopicInfo::of(topic, topic_usage(&self.shared, stream.id, topic)))
+                .collect()
+        }))
     }
 
-    pub fn get_stats(&self) -> Vec<u8> {
+    pub fn get_stats(&self) -> Answer {
         let host = &self.shared.config.host;
         let sample = self.host_metrics.sample();
         let data = &self.shared.telemetry.data;
@@ -167,33 +165,27 @@ impl<E: Env> Shard<E> {
                 }
             }
         });
-        let mut out = Vec::new();
-        response::stats(&mut out, &stats);
-        out
+        Answer::Stats(Box::new(stats))
     }
 
     /// The option catalog of a create command's scope (DESCRIBE_OPTIONS).
-    pub fn describe_options(&self, scope: u8) -> Vec<u8> {
-        let mut out = Vec::new();
-        response::option_catalog(&mut out, &rill_domain::topic_options::option_catalog(scope));
-        out
+    pub fn describe_options(&self, scope: u8) -> Answer {
+        Answer::Options(rill_domain::topic_options::option_catalog(scope))
     }
 
     /// One healthy leader on a single node; in a cluster, every roster node with the role
     /// this node's replica currently sees (the primary of its view leads).
-    pub fn get_cluster_metadata(&self) -> Vec<u8> {
+    pub fn get_cluster_metadata(&self) -> Answer {
         let name = if self.shared.config.membership.clustered() { "rill-cluster" } else { "single-node" };
-        let mut out = Vec::new();
-        response::cluster(&mut out, name, &self.cluster_nodes());
-        out
+        Answer::Cluster { name: name.to_owned(), nodes: self.cluster_nodes() }
     }
 
     /// Every roster node as cluster metadata lists it, the current view's primary as leader
     /// (one healthy leader on a single node).
-    pub(crate) fn cluster_nodes(&self) -> Vec<response::ClusterNode> {
+    pub(crate) fn cluster_nodes(&self) -> Vec<ClusterNode> {
         let config = &self.shared.config;
         if !config.membership.clustered() {
-            return vec![response::single_node(&config.advertised_ip, config.ports)];
+            return vec![single_node(&config.advertised_ip, config.ports)];
         }
         let role = self.shared.replica.role();
         let me = config.membership.replica_id as usize;
@@ -202,7 +194,7 @@ impl<E: Env> Shard<E> {
             .cluster_nodes
             .iter()
             .enumerate()
-            .map(|(index, (ip, ports))| response::ClusterNode {
+            .map(|(index, (ip, ports))| ClusterNode {
                 name: format!("rill-node-{index}"),
                 ip: ip.clone(),
                 ports: *ports,
@@ -213,23 +205,19 @@ impl<E: Env> Shard<E> {
             .collect()
     }
 
-    /// ClientDetails of one client, or an empty body when it is not connected.
-    pub fn get_client(&self, client_id: u32) -> ShardReply {
-        let mut out = Vec::new();
-        if let Some(info) = self.shared.sessions.clients.get(client_id) {
-            let groups: Vec<(u32, u32, u32)> =
-                self.memberships(client_id).iter().map(|k| (k.stream_id, k.topic_id, k.group_id)).collect();
-            response::client_details(&mut out, &info, &groups);
-        }
-        Ok(out)
+    /// ClientDetails of one client, or none when it is not connected.
+    pub fn get_client(&self, client_id: u32) -> Answer {
+        Answer::Client(
+            self.shared
+                .sessions
+                .clients
+                .get(client_id)
+                .map(|client| ClientDetails { client, groups: self.memberships(client_id) }),
+        )
     }
 
-    pub fn get_clients(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for info in self.shared.sessions.clients.all() {
-            let groups = self.memberships(info.client_id).len() as u32;
-            response::client(&mut out, &info, groups);
-        }
-        out
+    pub fn get_clients(&self) -> Answer {
+        let clients = self.shared.sessions.clients.all().into_iter();
+        Answer::Clients(clients.map(|info| (info.clone(), self.memberships(info.client_id).len() as u32)).collect())
     }
 }

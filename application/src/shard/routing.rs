@@ -12,9 +12,9 @@
 //! consumer's group membership lives on the node its coordinator connection is on, so every
 //! node names itself, whatever its metadata role.
 
+use rill_domain::answer::{Answer, Routing};
 use rill_domain::error::ErrorCode;
 use rill_domain::wire::command::TopicRef;
-use rill_domain::wire::response;
 
 use crate::connection::{Caller, Connection};
 use crate::ports::{Env, ShardReply};
@@ -49,9 +49,8 @@ impl<E: Env> Shard<E> {
         self.require_primary()?;
         let own = self.shared.config.membership.replica_id as usize;
         let node = self.cluster_nodes().into_iter().nth(own).ok_or(ErrorCode::TransientNotAccepted)?;
-        let mut out = Vec::new();
-        response::routing(&mut out, caller.client, caller.session, self.commit(), &node);
-        Ok(out)
+        let (client, session, metadata_watermark) = (caller.client, caller.session, self.commit());
+        Ok(Answer::Routing(Box::new(Routing { client, session, metadata_watermark, node })))
     }
 
     /// The coordinator a data connection polls for. Without an attachment, or once the
@@ -80,7 +79,7 @@ impl<E: Env> Shard<E> {
         match self.shared.sessions.clients.session_user(client, session) {
             Some(owner) if owner == user_id => {
                 connection.attach(client, session);
-                Ok(Vec::new())
+                Ok(Answer::Nothing)
             }
             _ => Err(ErrorCode::StaleClient),
         }

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use rill_domain::answer::Answer;
 use rill_domain::constants::{HEADER_SIZE, MAX_FRAME_SIZE};
 use rill_domain::error::ErrorCode;
 use rill_domain::snapshot::{SnapshotCompression, SnapshotType};
@@ -23,7 +24,7 @@ impl<E: Env> Shard<E> {
         };
         let diagnostics = self.diagnostics.clone();
         let written = zip_time(self.now_us() / 1_000_000);
-        self.offload.run(move || pack(&diagnostics, method, written, &types)).await
+        self.offload.run(move || pack(&diagnostics, method, written, &types)).await.map(Answer::Snapshot)
     }
 }
 
@@ -34,7 +35,7 @@ pub fn pack(
     method: CompressionMethod,
     written: DateTime,
     types: &[SnapshotType],
-) -> ShardReply {
+) -> Result<Vec<u8>, ErrorCode> {
     let options = SimpleFileOptions::default().compression_method(method).large_file(false).last_modified_time(written);
     let mut archive = ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for &part in types {

@@ -1,13 +1,11 @@
 //! Users, personal access tokens and login. Secrets are hashed through the `Offload` port
 //! (Argon2id off the event loop) before any operation is journaled.
 
+use rill_domain::answer::{Answer, TokenInfo, UserDetails, UserInfo};
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
-use rill_domain::metadata::User;
 use rill_domain::permissions::{Access, Permissions};
-use rill_domain::reader::Put;
 use rill_domain::wire::command::{Credentials, MetadataOp};
-use rill_domain::wire::response;
 
 use super::Shard;
 use crate::credentials::{generate_token, hash_password, hash_token, verify_password};
@@ -94,22 +92,12 @@ impl<E: Env> Shard<E> {
         self.commit_internal(&MetadataOp::SetPassword { user_id, password_hash }).await
     }
 
-    pub fn get_user(&self, user: &Identifier) -> Vec<u8> {
-        self.metadata.read(|m| {
-            let mut out = Vec::new();
-            if let Some(user) = m.user_id(user).ok().and_then(|id| m.user(id)) {
-                response::user_details(&mut out, user);
-            }
-            out
-        })
+    pub fn get_user(&self, user: &Identifier) -> Answer {
+        Answer::User(self.metadata.read(|m| m.user_id(user).ok().and_then(|id| m.user(id)).map(UserDetails::of)))
     }
 
-    pub fn get_users(&self) -> Vec<u8> {
-        self.metadata.read(|m| {
-            let mut out = Vec::new();
-            m.users().for_each(|user: &User| response::user(&mut out, user));
-            out
-        })
+    pub fn get_users(&self) -> Answer {
+        Answer::Users(self.metadata.read(|m| m.users().map(UserInfo::of).collect()))
     }
 
     /// Creates a token for the caller; the raw token is returned once and never stored.
@@ -117,24 +105,22 @@ impl<E: Env> Shard<E> {
         let token = generate_token();
         let expiry_at = token_expiry_at(expiry_us, self.now_us());
         let op = MetadataOp::InsertToken { user_id, name: name.to_owned(), token_hash: hash_token(&token), expiry_at };
-        let mut out = self.commit_internal(&op).await?;
-        out.put_name(&token);
-        Ok(out)
+        self.commit_internal(&op).await?;
+        Ok(Answer::RawToken(token))
     }
 
     pub async fn delete_token(&self, user_id: u32, name: &str) -> ShardReply {
         self.commit_internal(&MetadataOp::RemoveToken { user_id, name: name.to_owned() }).await
     }
 
-    pub fn get_tokens(&self, user_id: u32) -> Vec<u8> {
-        self.metadata.read(|m| {
-            let mut out = Vec::new();
-            for (name, token) in m.user(user_id).map(|u| u.tokens.iter().collect::<Vec<_>>()).unwrap_or_default() {
-                out.put_name(name);
-                out.put_u64(token.expiry_at);
-            }
-            out
-        })
+    pub fn get_tokens(&self, user_id: u32) -> Answer {
+        Answer::Tokens(self.metadata.read(|m| {
+            let tokens = m.user(user_id).map(|u| u.tokens.iter().collect::<Vec<_>>()).unwrap_or_default();
+            tokens
+                .into_iter()
+                .map(|(name, token)| TokenInfo { name: name.clone(), expiry_at: token.expiry_at })
+                .collect()
+        }))
     }
 
     /// Removes every expired token; shard 0 runs this periodically.

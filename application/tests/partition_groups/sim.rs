@@ -707,11 +707,12 @@ impl Sim {
     }
 }
 
-/// Seeds past the default range that once failed (docs/testing.md says what each found), and
-/// the steps they failed at: run every time, with `PARTITION_GROUP_SEEDS` seeds from
-/// `PARTITION_GROUP_SEED_START` of `PARTITION_GROUP_STEPS` steps. Each seed runs with one shard
-/// a node, with two, as a segment run, as a retention run and as a disk-fault run
-/// (`PARTITION_GROUP_SHARDS` and `PARTITION_GROUP_SEGMENTS=true|false|retention|disk` pick one).
+/// Seeds past the default range that once failed, and the steps they failed at: run every
+/// time, with `PARTITION_GROUP_SEEDS` seeds from `PARTITION_GROUP_SEED_START` of
+/// `PARTITION_GROUP_STEPS` steps, so a fix taken out fails again. Each seed runs with one
+/// shard a node, with two, as a segment run, as a retention run, as a disk-fault run and as a
+/// disk-restart run (`PARTITION_GROUP_SHARDS` and
+/// `PARTITION_GROUP_SEGMENTS=true|false|retention|disk|disk-restarts` pick one).
 const FOUND_BUGS: [(u64, u64); 29] = [
     (46, SIM_STEPS),
     (53, SIM_STEPS),

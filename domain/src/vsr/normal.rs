@@ -168,8 +168,8 @@ impl<S: StateMachine> Replica<S> {
         // Ops the primary announced committed need no vote. Ops only this backup knows to be
         // committed do: a primary that took over with a lower commit number (its view change
         // heard from the others) commits them only with a quorum's votes, and nothing else
-        // tells it (seed 3188 of the partition-group simulation: the backups knew op 120
-        // committed, the primary 88, and nobody voted).
+        // tells it: without this vote, backups that know an op committed and a primary that
+        // does not would wait on each other for good.
         if through <= self.prepare_ok_sent || through <= self.primary_commit {
             return;
         }

@@ -53,8 +53,8 @@ impl<S: StateMachine> Replica<S> {
         }
         let whole = want == anchor;
         // Longer than a run gets between checkpoints: applied through the committed bottom,
-        // so the log keeps room (a full run with a hole below it can never be repaired:
-        // seed 12886 of 2,000 steps, a view change spread such a run to every replica).
+        // so the log keeps room: a full run with a hole below it can never be repaired, and a
+        // view change would spread such a run to every replica.
         let pipeline = self.options.pipeline_max as usize;
         if whole && chain.len() > self.options.log_capacity() - 2 * pipeline {
             for key in chain.drain(pipeline..).rev() {

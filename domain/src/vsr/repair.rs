@@ -92,9 +92,8 @@ impl<S: StateMachine> Replica<S> {
                 // Our run starts above the asker's commit, and our checkpoint is not above it:
                 // a restart that replayed a long journal applied the ops between and left
                 // them out of its run (`reopen_log`). With every peer so, the asker could
-                // never fill its hole (seed 1171 of the partition-group disk-fault runs: a
-                // new primary stuck below its commit). The applied state is committed too,
-                // and goes as the checkpoint.
+                // never fill its hole (a new primary would stay below its commit for good).
+                // The applied state is committed too, and goes as the checkpoint.
                 _ => (Some(self.applied_checkpoint()), self.commit_min),
             }
         };

@@ -79,11 +79,6 @@ pub mod operation {
         (64..=68).contains(&op) || (128..=149).contains(&op) && op != DELETE_SEGMENTS
     }
 
-    /// Whether a successful reply body starts with a result section (`[count u32]...`).
-    pub fn is_result_framed(op: u8) -> bool {
-        is_metadata(op) || op == STORE_CONSUMER_OFFSET || op == DELETE_CONSUMER_OFFSET
-    }
-
     /// Whether the byte names any operation the client's decoder accepts.
     pub fn is_known(op: u8) -> bool {
         matches!(op, 1..=3 | 64..=68 | 128..=149 | 160..=162)

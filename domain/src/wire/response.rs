@@ -1,69 +1,122 @@
-//! Reply bodies, byte by byte as the 0.11 client decodes them (reference section 4).
+//! Reply bodies, byte by byte as the 0.11 client decodes them (reference section 4): the
+//! binary encoding of a use case's `Answer`.
 
+use crate::answer::{
+    Answer, ClientDetails, ClientInfo, ClusterNode, ConsumerOffset, Created, GroupDetails, GroupInfo, PartitionInfo,
+    Routing, SendConfirmation, Stats, StreamDetails, StreamInfo, TopicDetails, TopicInfo, UserDetails, UserInfo,
+};
 use crate::constants::{PROTOCOL_VERSION, SERVER_VERSION};
-use crate::metadata::Topic;
 use crate::reader::Put;
-
-/// Size and message counters of a partition, topic or stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub size_bytes: u64,
-    pub messages_count: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Self) {
-        self.size_bytes += other.size_bytes;
-        self.messages_count += other.messages_count;
-    }
-}
 
 /// A successful result section: `count = 0`.
 pub fn result_ok(out: &mut Vec<u8>) {
     out.put_u32(0);
 }
 
+/// Encodes an answer as its reply body.
+pub fn encode(answer: &Answer, out: &mut Vec<u8>) {
+    match answer {
+        Answer::Nothing => {}
+        Answer::Done => result_ok(out),
+        Answer::Created(created) => {
+            result_ok(out);
+            match created {
+                Created::Stream(details) => stream_details(out, details),
+                Created::Topic(details) => topic_details(out, details),
+                Created::Group(details) => group_details(out, details),
+                Created::User(details) => user_details(out, details),
+            }
+        }
+        Answer::RawToken(token) => {
+            result_ok(out);
+            out.put_name(token);
+        }
+        Answer::Stream(details) => details.iter().for_each(|details| stream_details(out, details)),
+        Answer::Streams(streams) => streams.iter().for_each(|info| stream(out, info)),
+        Answer::Topic(details) => details.iter().for_each(|details| topic_details(out, details)),
+        Answer::Topics(topics) => {
+            out.put_u32(topics.len() as u32);
+            topics.iter().for_each(|info| topic_header(out, info));
+        }
+        Answer::Group(details) => details.iter().for_each(|details| group_details(out, details)),
+        Answer::Groups(groups) => groups.iter().for_each(|info| consumer_group(out, info)),
+        Answer::User(details) => details.iter().for_each(|details| user_details(out, details)),
+        Answer::Users(users) => users.iter().for_each(|info| user(out, info)),
+        Answer::Tokens(tokens) => {
+            for token in tokens {
+                out.put_name(&token.name);
+                out.put_u64(token.expiry_at);
+            }
+        }
+        Answer::Client(details) => details.iter().for_each(|details| client_details(out, details)),
+        Answer::Clients(clients) => clients.iter().for_each(|(info, groups)| client(out, info, *groups)),
+        Answer::Stats(figures) => stats(out, figures),
+        Answer::Cluster { name, nodes } => cluster(out, name, nodes),
+        Answer::Options(catalog) => option_catalog(out, catalog),
+        Answer::Offset(offset) => offset.iter().for_each(|offset| consumer_offset(out, offset)),
+        Answer::Sent(confirmation) => send_confirmation(out, confirmation),
+        Answer::EmptyPoll { partition_id, current_offset } => poll_prefix(out, *partition_id, *current_offset, 0),
+        Answer::Routing(to) => routing(out, to),
+        Answer::Synced(assignment) => {
+            if let Some((generation, partitions)) = assignment {
+                out.put_u64(*generation);
+                out.put_u32(partitions.len() as u32);
+                partitions.iter().for_each(|partition| out.put_u32(*partition));
+            }
+        }
+        Answer::Snapshot(archive) => out.extend_from_slice(archive),
+    }
+}
+
 /// StreamResponse: 33 fixed bytes, the name, an empty options block.
-pub fn stream(out: &mut Vec<u8>, id: u32, created_at: u64, topics_count: u32, usage: Usage, name: &str) {
-    out.put_u32(id);
-    out.put_u64(created_at);
-    out.put_u32(topics_count);
-    out.put_u64(usage.size_bytes);
-    out.put_u64(usage.messages_count);
-    out.put_name(name);
+fn stream(out: &mut Vec<u8>, info: &StreamInfo) {
+    out.put_u32(info.id);
+    out.put_u64(info.created_at);
+    out.put_u32(info.topics_count);
+    out.put_u64(info.usage.size_bytes);
+    out.put_u64(info.usage.messages_count);
+    out.put_name(&info.name);
     out.put_u32(0);
 }
 
-/// TopicHeader: 50 fixed bytes, the name, the explicit and derived option blocks.
-pub fn topic_header(out: &mut Vec<u8>, topic: &Topic, usage: Usage) {
-    out.put_u32(topic.id);
-    out.put_u64(topic.created_at);
-    out.put_u32(topic.partitions.len() as u32);
-    out.put_u64(topic.settings.message_expiry_us);
-    out.put_u8(topic.settings.compression as u8);
-    out.put_u64(topic.settings.max_topic_size_bytes);
-    out.put_u64(usage.size_bytes);
-    out.put_u64(usage.messages_count);
-    out.put_name(&topic.name);
-    out.put_u32(topic.settings.explicit.len() as u32);
-    out.extend_from_slice(&topic.settings.explicit);
-    let derived = topic.settings.derived_options();
-    out.put_u32(derived.len() as u32);
-    out.extend_from_slice(&derived);
+/// StreamDetails: the stream, then a header for each of its topics.
+fn stream_details(out: &mut Vec<u8>, details: &StreamDetails) {
+    stream(out, &details.stream);
+    details.topics.iter().for_each(|info| topic_header(out, info));
 }
 
-/// What a PartitionResponse reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PartitionInfo {
-    pub id: u32,
-    pub created_at: u64,
-    pub segments_count: u32,
-    pub current_offset: u64,
-    pub usage: Usage,
+/// TopicHeader: 50 fixed bytes, the name, the explicit and derived option blocks.
+fn topic_header(out: &mut Vec<u8>, info: &TopicInfo) {
+    out.put_u32(info.id);
+    out.put_u64(info.created_at);
+    out.put_u32(info.partitions_count);
+    out.put_u64(info.message_expiry_us);
+    out.put_u8(info.compression);
+    out.put_u64(info.max_topic_size_bytes);
+    out.put_u64(info.usage.size_bytes);
+    out.put_u64(info.usage.messages_count);
+    out.put_name(&info.name);
+    out.put_u32(info.explicit_options.len() as u32);
+    out.extend_from_slice(&info.explicit_options);
+    out.put_u32(info.derived_options.len() as u32);
+    out.extend_from_slice(&info.derived_options);
+}
+
+/// TopicDetails: the topic header, then every partition.
+fn topic_details(out: &mut Vec<u8>, details: &TopicDetails) {
+    topic_header(out, &details.topic);
+    details.partitions.iter().for_each(|info| partition(out, info));
+}
+
+/// A stored consumer offset: `[partition][current offset][stored offset]`.
+fn consumer_offset(out: &mut Vec<u8>, offset: &ConsumerOffset) {
+    out.put_u32(offset.partition_id);
+    out.put_u64(offset.current_offset);
+    out.put_u64(offset.stored_offset);
 }
 
 /// PartitionResponse: 40 bytes.
-pub fn partition(out: &mut Vec<u8>, info: &PartitionInfo) {
+fn partition(out: &mut Vec<u8>, info: &PartitionInfo) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
     out.put_u32(info.segments_count);
@@ -89,43 +142,17 @@ pub fn poll_prefix(out: &mut Vec<u8>, partition_id: u32, current_offset: u64, me
 }
 
 /// The body of a send confirmation: one `[stream][topic][partition][base_offset]` entry.
-pub fn send_confirmation(out: &mut Vec<u8>, stream_id: u32, topic_id: u32, partition_id: u32, base_offset: u64) {
+fn send_confirmation(out: &mut Vec<u8>, confirmation: &SendConfirmation) {
     out.put_u32(1);
-    out.put_u32(stream_id);
-    out.put_u32(topic_id);
-    out.put_u32(partition_id);
-    out.put_u64(base_offset);
-}
-
-/// The listener ports cluster metadata advertises.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodePorts {
-    pub tcp: u16,
-    pub quic: u16,
-    pub http: u16,
-    pub websocket: u16,
-}
-
-/// The one node of a single-node server: a healthy leader.
-pub fn single_node(ip: &str, ports: NodePorts) -> ClusterNode {
-    ClusterNode { name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 }
-}
-
-/// One node of cluster metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterNode {
-    pub name: String,
-    pub ip: String,
-    pub ports: NodePorts,
-    /// 0 leader, 1 follower.
-    pub role: u8,
-    /// 0 healthy, 1 starting, 3 unreachable.
-    pub status: u8,
+    out.put_u32(confirmation.stream_id);
+    out.put_u32(confirmation.topic_id);
+    out.put_u32(confirmation.partition_id);
+    out.put_u64(confirmation.base_offset);
 }
 
 /// DESCRIBE_OPTIONS: `[count u32]`, then per key `[key WireName][kind u8][default_len u32]
 /// [default][description_len u32][description UTF-8]`.
-pub fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec]) {
+fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec]) {
     out.put_u32(catalog.len() as u32);
     for spec in catalog {
         out.put_name(spec.key);
@@ -137,7 +164,7 @@ pub fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::Option
 }
 
 /// Cluster metadata: the cluster's name and every node with its role.
-pub fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
+fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
     out.put_long_string(name);
     out.put_u32(nodes.len() as u32);
     for node in nodes {
@@ -160,24 +187,15 @@ fn cluster_node(out: &mut Vec<u8>, node: &ClusterNode) {
 /// GET_POLL_ROUTING and GET_CONSUMER_OFFSET_ROUTING: the coordinator's identity the client
 /// echoes back in ATTACH_CONSUMER_SESSION (`[client u128][session u64][watermark u64]`),
 /// then the node entry of the node to run the request on.
-pub fn routing(out: &mut Vec<u8>, client: u128, session: u64, metadata_watermark: u64, node: &ClusterNode) {
-    out.extend_from_slice(&client.to_le_bytes());
-    out.put_u64(session);
-    out.put_u64(metadata_watermark);
-    cluster_node(out, node);
-}
-
-/// One connected client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientInfo {
-    pub client_id: u32,
-    pub user_id: Option<u32>,
-    pub transport: u8,
-    pub address: String,
+fn routing(out: &mut Vec<u8>, to: &Routing) {
+    out.extend_from_slice(&to.client.to_le_bytes());
+    out.put_u64(to.session);
+    out.put_u64(to.metadata_watermark);
+    cluster_node(out, &to.node);
 }
 
 /// ClientResponse: the client and how many consumer groups it is a member of.
-pub fn client(out: &mut Vec<u8>, info: &ClientInfo, groups_count: u32) {
+fn client(out: &mut Vec<u8>, info: &ClientInfo, groups_count: u32) {
     out.put_u32(info.client_id);
     out.put_u32(info.user_id.unwrap_or(u32::MAX));
     out.put_u8(info.transport);
@@ -185,38 +203,7 @@ pub fn client(out: &mut Vec<u8>, info: &ClientInfo, groups_count: u32) {
     out.put_u32(groups_count);
 }
 
-/// The numeric part of GET_STATS plus its strings and trailers.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Stats {
-    pub process_id: u32,
-    /// Percent of one core the process used lately, and of the whole host.
-    pub cpu_usage: f32,
-    pub total_cpu_usage: f32,
-    pub memory_usage: u64,
-    pub total_memory: u64,
-    pub available_memory: u64,
-    pub run_time_us: u64,
-    pub start_time_us: u64,
-    pub read_bytes: u64,
-    pub written_bytes: u64,
-    pub messages_size_bytes: u64,
-    pub streams_count: u32,
-    pub topics_count: u32,
-    pub partitions_count: u32,
-    pub segments_count: u32,
-    pub messages_count: u64,
-    pub clients_count: u32,
-    pub consumer_groups_count: u32,
-    pub hostname: String,
-    pub os_name: String,
-    pub os_version: String,
-    pub kernel_version: String,
-    pub threads_count: u32,
-    pub free_disk_space: u64,
-    pub total_disk_space: u64,
-}
-
-pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
+fn stats(out: &mut Vec<u8>, stats: &Stats) {
     out.put_u32(stats.process_id);
     out.extend_from_slice(&stats.cpu_usage.to_le_bytes());
     out.extend_from_slice(&stats.total_cpu_usage.to_le_bytes());
@@ -250,64 +237,71 @@ pub fn stats(out: &mut Vec<u8>, stats: &Stats) {
 }
 
 /// UserResponse: `[id][created_at][status][username][options_len = 0]`.
-pub fn user(out: &mut Vec<u8>, user: &crate::metadata::User) {
-    out.put_u32(user.id);
-    out.put_u64(user.created_at);
-    out.put_u8(user.status);
-    out.put_name(&user.username);
+fn user(out: &mut Vec<u8>, info: &UserInfo) {
+    out.put_u32(info.id);
+    out.put_u64(info.created_at);
+    out.put_u8(info.status);
+    out.put_name(&info.username);
     out.put_u32(0);
 }
 
 /// UserDetails: the UserResponse, then the permissions (`00 00 00 00` when none).
-pub fn user_details(out: &mut Vec<u8>, user: &crate::metadata::User) {
-    self::user(out, user);
-    match &user.permissions {
+fn user_details(out: &mut Vec<u8>, details: &UserDetails) {
+    user(out, &details.user);
+    match &details.permissions {
         None => out.put_u32(0),
         Some(permissions) => crate::permissions::put_present(out, permissions),
     }
 }
 
 /// ConsumerGroupResponse: `[id][partitions_count][members_count][name]`.
-pub fn consumer_group(out: &mut Vec<u8>, group_id: u32, partitions_count: u32, members_count: u32, name: &str) {
-    out.put_u32(group_id);
-    out.put_u32(partitions_count);
-    out.put_u32(members_count);
-    out.put_name(name);
+fn consumer_group(out: &mut Vec<u8>, info: &GroupInfo) {
+    out.put_u32(info.id);
+    out.put_u32(info.partitions_count);
+    out.put_u32(info.members_count);
+    out.put_name(&info.name);
 }
 
-/// One member of ConsumerGroupDetails: `[member_id][n][partition_id × n]`.
-pub fn group_member(out: &mut Vec<u8>, member_id: u32, partitions: &[u32]) {
-    out.put_u32(member_id);
-    out.put_u32(partitions.len() as u32);
-    for partition in partitions {
-        out.put_u32(*partition);
+/// ConsumerGroupDetails: the group, then each member as `[member_id][n][partition_id × n]`.
+fn group_details(out: &mut Vec<u8>, details: &GroupDetails) {
+    consumer_group(out, &details.group);
+    for (member_id, partitions) in &details.members {
+        out.put_u32(*member_id);
+        out.put_u32(partitions.len() as u32);
+        partitions.iter().for_each(|partition| out.put_u32(*partition));
     }
 }
 
 /// ClientDetails: the ClientResponse with its memberships, then `[stream][topic][group]`
 /// for each of them.
-pub fn client_details(out: &mut Vec<u8>, info: &ClientInfo, groups: &[(u32, u32, u32)]) {
+fn client_details(out: &mut Vec<u8>, details: &ClientDetails) {
+    let info = &details.client;
     out.put_u32(info.client_id);
     out.put_u32(info.user_id.unwrap_or(u32::MAX));
     out.put_u8(info.transport);
     out.put_long_string(&info.address);
-    out.put_u32(groups.len() as u32);
-    for (stream_id, topic_id, group_id) in groups {
-        out.put_u32(*stream_id);
-        out.put_u32(*topic_id);
-        out.put_u32(*group_id);
+    out.put_u32(details.groups.len() as u32);
+    for group in &details.groups {
+        out.put_u32(group.stream_id);
+        out.put_u32(group.topic_id);
+        out.put_u32(group.group_id);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::answer::Usage;
+    use crate::metadata::Topic;
     use crate::topic_options::TopicSettings;
 
     #[test]
     fn stream_matches_the_reference_example() {
         let mut out = Vec::new();
-        stream(&mut out, 0, 1_700_000_000_000_000, 1, Usage { size_bytes: 1024, messages_count: 10 }, "orders");
+        let usage = Usage { size_bytes: 1024, messages_count: 10 };
+        let info =
+            StreamInfo { id: 0, created_at: 1_700_000_000_000_000, topics_count: 1, usage, name: "orders".into() };
+        stream(&mut out, &info);
         assert_eq!(out.len(), 43);
         assert_eq!(&out[4..12], &[0x00, 0x40, 0x1e, 0x18, 0x24, 0x0a, 0x06, 0x00]);
         assert_eq!(out[32], 6);
@@ -327,7 +321,7 @@ mod tests {
             memberships: Default::default(),
         };
         let mut out = Vec::new();
-        topic_header(&mut out, &topic, Usage { size_bytes: 1024, messages_count: 10 });
+        topic_header(&mut out, &TopicInfo::of(&topic, Usage { size_bytes: 1024, messages_count: 10 }));
         assert_eq!(&out[12..16], &1u32.to_le_bytes());
         assert_eq!(&out[16..24], &[0; 8], "message expiry: the server default");
         assert_eq!(out[24], 1);

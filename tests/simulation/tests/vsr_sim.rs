@@ -6,7 +6,7 @@
 //! throughout. The named scenarios are in `vsr_sim/scenarios.rs`.
 //!
 //! `VSR_SEEDS` (default 200) seeds run from `VSR_SEED_START` (default 0); `VSR_SEED=<n>` replays
-//! one seed: `just sim <n>`. `just sim` runs 3,000 seeds in release.
+//! one seed: `just sim <n>`. `just sim` runs 50,000 seeds in release.
 
 #[path = "vsr_sim/scenarios.rs"]
 mod scenarios;
