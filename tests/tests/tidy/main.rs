@@ -209,7 +209,7 @@ fn dependency_violations(packages: &[Package]) -> Vec<Violation> {
                 from: package.name.clone(),
                 to: "?".into(),
                 kind: DepKind::Normal,
-                reason: "unknown package: give it a layer in tests/tests/tidy.rs and a section in docs/ARCHITECTURE.md",
+                reason: "unknown package: give it a layer in tests/tests/tidy/main.rs and a section in docs/ARCHITECTURE.md",
             });
             continue;
         };
