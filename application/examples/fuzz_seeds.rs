@@ -59,6 +59,7 @@ fn commands<'a>(batch: &'a [u8], options: &'a [u8]) -> Vec<Command<'a>> {
             strategy: PollingStrategy::Offset(5),
             count: 100,
             auto_commit: true,
+            deferred: None,
         }),
         Command::StoreConsumerOffset { consumer: single.clone(), topic: topic(), partition_id: Some(1), offset: 8 },
         Command::GetConsumerOffset {
@@ -100,6 +101,7 @@ fn frame(operation: u8, code: u32, body: &[u8]) -> Vec<u8> {
         operation,
         session: 1,
         code,
+        ..RequestHeader::default()
     };
     let mut frame = header.encode(body.len()).to_vec();
     frame.extend_from_slice(body);

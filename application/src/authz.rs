@@ -31,6 +31,7 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::PollMessages(request) | Command::GetPollRouting(request) | Command::PollMessagesOnPrimary(request) => {
             topic(metadata, &request.topic, Access::Poll)
         }
+        Command::GetPartitionRoute { topic: t, .. } => topic(metadata, t, Access::ReadTopic),
         Command::GetConsumerOffset { topic: t, .. }
         | Command::GetConsumerOffsetRouting { topic: t, .. }
         | Command::StoreConsumerOffset { topic: t, .. }
@@ -57,8 +58,9 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         | Command::GetClusterMetadata
         | Command::DescribeOptions { .. }
         | Command::AttachConsumerSession { .. }
+        | Command::CancelDeferred
         | Command::Unsupported { .. } => None,
-        Command::Ping | Command::Register { .. } | Command::Logout => None,
+        Command::Ping | Command::Register { .. } | Command::BindSession { .. } | Command::Logout => None,
     }
 }
 

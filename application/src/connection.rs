@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use rill_domain::affinity::Affinity;
+use rill_domain::version::Dialect;
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::ReplySocket;
@@ -27,6 +28,8 @@ pub(crate) struct Caller {
     pub user_id: u32,
     /// The session of the caller's login (0 through a gateway).
     pub session: u64,
+    /// The protocol generation the caller speaks (0.11's layouts through a gateway).
+    pub dialect: Dialect,
 }
 
 /// Per-connection state a transport keeps and passes to every `handle` call. The session
@@ -45,6 +48,8 @@ pub struct Connection {
     attached: Cell<Option<(u128, u64)>>,
     /// The socket a partition's owner on another shard may write a send's reply to.
     reply_socket: Option<Arc<dyn ReplySocket>>,
+    /// The protocol generation the connection's login chose (0.11 until one does).
+    dialect: Cell<Dialect>,
 }
 
 /// What a connection is, apart from its socket: enough to go on serving it on another shard.
@@ -53,16 +58,17 @@ pub struct ConnectionState {
     pub client_id: u32,
     pub bound: Option<BoundSession>,
     pub attached: Option<(u128, u64)>,
+    pub dialect: Dialect,
 }
 
 impl Connection {
     pub fn new(client_id: u32) -> Self {
-        Self::resume(ConnectionState { client_id, bound: None, attached: None })
+        Self::resume(ConnectionState { client_id, bound: None, attached: None, dialect: Dialect::V11 })
     }
 
     /// A connection moved from another shard, logged in as it was there.
     pub fn resume(state: ConnectionState) -> Self {
-        let ConnectionState { client_id, bound, attached } = state;
+        let ConnectionState { client_id, bound, attached, dialect } = state;
         let attached = Cell::new(attached);
         Self {
             client_id,
@@ -71,6 +77,7 @@ impl Connection {
             move_to: Cell::new(None),
             attached,
             reply_socket: None,
+            dialect: Cell::new(dialect),
         }
     }
 
@@ -82,7 +89,21 @@ impl Connection {
     }
 
     pub fn state(&self) -> ConnectionState {
-        ConnectionState { client_id: self.client_id, bound: self.bound.get(), attached: self.attached.get() }
+        ConnectionState {
+            client_id: self.client_id,
+            bound: self.bound.get(),
+            attached: self.attached.get(),
+            dialect: self.dialect.get(),
+        }
+    }
+
+    /// The protocol generation this connection speaks.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect.get()
+    }
+
+    pub(crate) fn set_dialect(&self, dialect: Dialect) {
+        self.dialect.set(dialect);
     }
 
     pub fn bound(&self) -> Option<BoundSession> {

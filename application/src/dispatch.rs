@@ -1,13 +1,14 @@
-//! Request dispatch: header checks, decoding, the session rules of protocol 0.11, routing
-//! to a use case, and the reply frame. Transports call `handle` once per request frame,
+//! Request dispatch: header checks, decoding in the connection's dialect (the first login
+//! or session binding picks it), the session rules, routing to a use case, and the reply
+//! frame in the dialect's layout. Transports call `handle` once per request frame,
 //! which they read into one pooled buffer and hand over by value: a send's batch moves on
 //! as a range of it, and a poll's reply comes back as the frame its batches were read into.
 
 use rill_domain::constants::HEADER_SIZE;
 
 use rill_domain::error::ErrorCode;
-use rill_domain::version;
-use rill_domain::wire::codes::operation;
+use rill_domain::version::{self, Dialect};
+use rill_domain::wire::codes::{code, operation};
 use rill_domain::wire::command::{Command, Credentials, DecodeError};
 use rill_domain::wire::encode::EncodedRequest;
 use rill_domain::wire::header::{
@@ -19,6 +20,23 @@ use crate::connection::{BoundSession, Caller, Connection, Outcome};
 use crate::memory_pool::{PoolBuf, PoolSlice};
 use crate::ports::{BusReply, Env, Reply, ShardReply};
 use crate::shard::Shard;
+
+/// Whether the frame is a 0.12 BIND_SESSION, which like a login announces its dialect.
+fn is_bind(header: &RequestHeader) -> bool {
+    header.operation == operation::NON_REPLICATED && header.code == code::BIND_SESSION
+}
+
+/// The dialect a frame is read in: the one its body announces for a login or a session
+/// binding (the frames that choose a connection's dialect), else the connection's. `None`
+/// for a login or binding announcing a version not served; one too short to announce any is
+/// read in the connection's and refused as malformed.
+fn frame_dialect(connection: &Connection, header: &RequestHeader, body: &[u8]) -> Option<Dialect> {
+    let announcing = header.operation == operation::REGISTER || is_bind(header);
+    if !announcing || body.len() < 4 {
+        return Some(connection.dialect());
+    }
+    version::announced(body)
+}
 
 /// The header rules every request obeys: a non-zero client; Register carries no session
 /// and request number; every other non-read operation carries both.
@@ -78,7 +96,17 @@ impl<E: Env> Shard<E> {
         let reply = |status: ErrorCode| Outcome::reply(encode_reply(header, self.commit(), status.code(), &[]));
         let evict = |reason| Outcome::evict(encode_eviction(header.client, reason, (0, 0)));
         let body = &frame[HEADER_SIZE..];
-        if !header.checksum_matches(body) {
+        let Some(dialect) = frame_dialect(connection, header, body) else {
+            // Refused before its checksum is read: which kind of checksum an unserved
+            // generation stamps is unknown.
+            return Outcome::evict(encode_eviction(
+                header.client,
+                EvictionReason::IncompatibleProtocol,
+                version::window(),
+            ));
+        };
+        // 0.12 clients put a random request identifier where 0.11 ones put the body's XXH3.
+        if !dialect.random_request_checksum() && !header.checksum_matches(body) {
             return reply(ErrorCode::InvalidFormat);
         }
         if !fields_valid(header) {
@@ -87,11 +115,11 @@ impl<E: Env> Shard<E> {
         if header.operation == 0 || !operation::is_known(header.operation) {
             return evict(EvictionReason::InvalidRequestOperation);
         }
-        let command = match Command::decode(header.operation, header.code, body) {
+        let command = match Command::decode_in(dialect, header.operation, header.code, body) {
             Ok(command) => command,
             Err(DecodeError::UnknownOperation(_)) => return evict(EvictionReason::InvalidRequestOperation),
             Err(DecodeError::UnknownCode(_)) => return reply(ErrorCode::InvalidCommand),
-            Err(DecodeError::Body(_)) if header.operation == operation::REGISTER => {
+            Err(DecodeError::Body(_)) if header.operation == operation::REGISTER || is_bind(header) => {
                 return evict(EvictionReason::MalformedLogin);
             }
             // Before login a malformed read is still just unauthenticated, and a malformed
@@ -108,8 +136,13 @@ impl<E: Env> Shard<E> {
         };
         match command {
             Command::Ping => Outcome::reply(encode_reply(header, self.commit(), 0, &[])),
-            Command::Register { protocol_version, credentials } => {
-                self.register(connection, header, protocol_version, &credentials).await
+            // Both announce a served version: `frame_dialect` evicted the others.
+            Command::Register { credentials, .. } => self.register(connection, header, dialect, &credentials).await,
+            Command::BindSession { .. } => {
+                connection.set_dialect(dialect);
+                // Sessions end with their connection here, so there is none to go on with:
+                // Unauthenticated tells the client to register again.
+                reply(ErrorCode::Unauthenticated)
             }
             Command::Logout => {
                 connection.detach();
@@ -133,29 +166,35 @@ impl<E: Env> Shard<E> {
                     client_id: connection.client_id,
                     user_id: bound.user_id,
                     session: bound.session,
+                    dialect,
                 };
-                let direct =
-                    connection.reply_socket().map(|socket| crate::ports::DirectReply { socket, header: *header });
+                let direct = connection.reply_socket().map(|socket| crate::ports::DirectReply {
+                    socket,
+                    header: *header,
+                    dialect,
+                });
                 let request = (header.operation, header.code, frame, HEADER_SIZE);
-                let result = self.run(caller, Some(connection), request, direct).await;
-                Outcome::Reply(self.reply_frame(header, result))
+                let result = self.run(caller, Some(connection), request, header.partition_incarnation, direct).await;
+                Outcome::Reply(self.reply_frame(header, dialect, result))
             }
         }
     }
 
-    /// The reply frame of a request's result: a body framed in a pooled buffer, or a frame
-    /// built in place, whose header is written where it was left room for.
-    pub(crate) fn reply_frame(&self, header: &RequestHeader, result: BusReply) -> PoolSlice {
+    /// The reply frame of a request's result in `dialect`'s layout: a body framed in a
+    /// pooled buffer, or a poll's frame built in place, whose prefix is laid out for the
+    /// dialect and whose header is written where it was left room for.
+    pub(crate) fn reply_frame(&self, header: &RequestHeader, dialect: Dialect, result: BusReply) -> PoolSlice {
         match result {
             Ok(Reply::Sent(rest)) => rest.unwrap_or_else(|| PoolSlice::plain(Vec::new())),
             Ok(Reply::Answer(answer)) => {
                 let mut body = Vec::new();
-                response::encode(&answer, &mut body);
+                response::encode(dialect, &answer, &mut body);
                 let mut frame = self.shared.pool.acquire(HEADER_SIZE + body.len());
                 write_reply(&mut frame, header, self.commit(), 0, &body);
                 frame.whole()
             }
-            Ok(Reply::Frame(mut frame)) => {
+            Ok(Reply::Frame(frame)) => {
+                let mut frame = crate::partition::poll_frame_for(frame, dialect);
                 write_reply_header(&mut frame, header, self.commit(), 0);
                 frame
             }
@@ -167,16 +206,10 @@ impl<E: Env> Shard<E> {
         &self,
         connection: &Connection,
         header: &RequestHeader,
-        protocol_version: u32,
+        dialect: Dialect,
         credentials: &Credentials,
     ) -> Outcome {
-        if !version::client_accepted(protocol_version) {
-            return Outcome::evict(encode_eviction(
-                header.client,
-                EvictionReason::IncompatibleProtocol,
-                version::window(),
-            ));
-        }
+        connection.set_dialect(dialect);
         let user_id = match self.authenticate(credentials).await {
             Ok(user_id) => user_id,
             Err(code) => {
@@ -195,7 +228,7 @@ impl<E: Env> Shard<E> {
         self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
         self.shared.sessions.clients.set_session(connection.client_id, Some((header.client, session)));
         let mut body = Vec::new();
-        response::login(&mut body, user_id, session);
+        response::login(dialect, &mut body, user_id, session);
         Outcome::reply(encode_reply(header, self.commit(), 0, &body))
     }
 
@@ -207,16 +240,19 @@ impl<E: Env> Shard<E> {
         caller: Caller,
         connection: Option<&Connection>,
         (operation, code, buf, body_start): (u8, u32, PoolBuf, usize),
+        incarnation: u64,
         direct: Option<crate::ports::DirectReply>,
     ) -> BusReply {
         let body = &buf[body_start..];
-        let command = Command::decode(operation, code, body).map_err(|error| match error {
+        let dialect = connection.map_or(Dialect::V11, Connection::dialect);
+        let command = Command::decode_in(dialect, operation, code, body).map_err(|error| match error {
             DecodeError::Body(code) => code,
             DecodeError::UnknownOperation(_) | DecodeError::UnknownCode(_) => ErrorCode::InvalidCommand,
         })?;
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }
+        self.check_incarnation(incarnation, &command)?;
         if let Some(connection) = connection
             && let Some(owner) = self.route_hint(&command)
         {
@@ -282,7 +318,10 @@ impl<E: Env> Shard<E> {
         let Caller { client, client_id, user_id, .. } = caller;
         match command {
             Command::GetStats => Ok(self.get_stats()),
-            Command::GetClusterMetadata => Ok(self.get_cluster_metadata()),
+            Command::GetClusterMetadata => Ok(self.get_cluster_metadata(caller.dialect)),
+            Command::GetPartitionRoute { topic, partition_id } => self.partition_route(&topic, partition_id),
+            // No poll waits yet, so there is nothing to cancel.
+            Command::CancelDeferred => Ok(rill_domain::answer::Answer::Nothing),
             Command::GetPollRouting(request) => self.routing(&caller, &request.topic, request.partition_id),
             Command::GetConsumerOffsetRouting { topic, partition_id, .. } => {
                 self.routing(&caller, &topic, partition_id)
@@ -316,7 +355,9 @@ impl<E: Env> Shard<E> {
             Command::LeaveConsumerGroup { topic, group } => self.leave_consumer_group(client, &topic, &group).await,
             Command::SyncConsumerGroup { topic, group } => self.sync_consumer_group(client, &topic, &group).await,
             Command::Unsupported { .. } => Err(ErrorCode::FeatureUnavailable),
-            Command::Ping | Command::Register { .. } | Command::Logout => unreachable!("handled before dispatch"),
+            Command::Ping | Command::Register { .. } | Command::BindSession { .. } | Command::Logout => {
+                unreachable!("handled before dispatch")
+            }
             Command::SendMessages { .. }
             | Command::DeleteSegments { .. }
             | Command::PollMessages(_)
@@ -344,15 +385,17 @@ impl<E: Env> Shard<E> {
             DecodeError::UnknownOperation(_) | DecodeError::UnknownCode(_) => ErrorCode::InvalidCommand,
         })?;
         match command {
-            Command::Ping | Command::Register { .. } | Command::Logout => Err(ErrorCode::InvalidCommand),
+            Command::Ping | Command::Register { .. } | Command::BindSession { .. } | Command::Logout => {
+                Err(ErrorCode::InvalidCommand)
+            }
             Command::GetMe
             | Command::JoinConsumerGroup { .. }
             | Command::LeaveConsumerGroup { .. }
             | Command::SyncConsumerGroup { .. } => Err(ErrorCode::FeatureUnavailable),
             _ => {
-                let caller = Caller { client: 0, client_id: 0, user_id, session: 0 };
+                let caller = Caller { client: 0, client_id: 0, user_id, session: 0, dialect: Dialect::V11 };
                 let (operation, code) = (request.operation, request.code);
-                self.run(caller, None, (operation, code, PoolBuf::plain(request.body), 0), None).await
+                self.run(caller, None, (operation, code, PoolBuf::plain(request.body), 0), 0, None).await
             }
         }
     }

@@ -427,6 +427,11 @@ impl PoolSlice {
         self.range.end = self.range.end.min(self.range.start + len);
     }
 
+    /// Drops the range's first `len` bytes (all of them when it is shorter).
+    pub fn advance(&mut self, len: usize) {
+        self.range.start = self.range.end.min(self.range.start + len);
+    }
+
     /// Lends the whole buffer out as a `Vec`, with the range; see [`PoolHome`].
     pub fn into_vec(self) -> (Vec<u8>, Range<usize>, PoolHome) {
         let range = self.range;

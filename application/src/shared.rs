@@ -36,6 +36,9 @@ pub struct PartitionStats {
     first_offset: AtomicU64,
     /// A write failed and none succeeded since: sends are refused.
     read_only: AtomicBool,
+    /// Which history of the partition's ids this log holds: its creation, or the purge or
+    /// reset that last started it from nothing (protocol 0.12 routes name it).
+    incarnation: AtomicU64,
     /// Messages and bytes appended and served by polls since the partition was opened.
     pub appended_messages: AtomicU64,
     pub appended_bytes: AtomicU64,
@@ -66,6 +69,7 @@ impl PartitionStats {
             current_offset: AtomicU64::new(0),
             first_offset: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
+            incarnation: AtomicU64::new(0),
             appended_messages: AtomicU64::new(0),
             appended_bytes: AtomicU64::new(0),
             polled_messages: AtomicU64::new(0),
@@ -94,6 +98,15 @@ impl PartitionStats {
 
     pub fn first_offset(&self) -> u64 {
         self.first_offset.load(Ordering::Relaxed)
+    }
+
+    /// The log's incarnation; never zero once the partition is served.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_incarnation(&self, incarnation: u64) {
+        self.incarnation.store(incarnation.max(1), Ordering::Relaxed);
     }
 
     pub fn read_only(&self) -> bool {

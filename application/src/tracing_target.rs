@@ -70,6 +70,7 @@ mod tests {
             strategy: PollingStrategy::Next,
             count: 1,
             auto_commit: false,
+            deferred: None,
         })
         .encode()
         .unwrap();

@@ -37,6 +37,7 @@ fn group_poll() -> Vec<u8> {
         strategy: PollingStrategy::Next,
         count: 10,
         auto_commit: true,
+        deferred: None,
     };
     Command::PollMessages(request).encode().expect("encodable").body
 }

@@ -28,6 +28,41 @@ pub struct PartitionInfo {
     pub segments_count: u32,
     pub current_offset: u64,
     pub usage: Usage,
+    /// The history the partition serves (protocol 0.12 reports it).
+    pub context: PartitionContext,
+    /// The replica serving it, its one member in sync (protocol 0.12).
+    pub replica_id: u8,
+}
+
+/// Which history of a partition a reply speaks for (protocol 0.12): the incarnation of its
+/// log (a new one whenever the log starts again from nothing), the consumer-group owner
+/// generation, and the metadata op the answer is at least as new as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionContext {
+    pub incarnation: u64,
+    pub owner_generation: u64,
+    pub metadata_op: u64,
+}
+
+/// Where a partition is served (protocol 0.12's GET_PARTITION_ROUTE).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionRoute {
+    pub incarnation: u64,
+    pub metadata_op: u64,
+    pub view: u32,
+    pub partitions_count: u32,
+    /// The replica id (as cluster metadata lists it) of the partition's primary.
+    pub primary_replica: u8,
+}
+
+/// What a poll reply says before its batches: the partition, where it stands, how many
+/// messages follow, and the context it was served under.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollHead {
+    pub partition_id: u32,
+    pub current_offset: u64,
+    pub messages_count: u32,
+    pub context: PartitionContext,
 }
 
 /// The listener ports cluster metadata advertises.
@@ -41,12 +76,14 @@ pub struct NodePorts {
 
 /// The one node of a single-node server: a healthy leader.
 pub fn single_node(ip: &str, ports: NodePorts) -> ClusterNode {
-    ClusterNode { name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 }
+    ClusterNode { replica_id: 0, name: "rill-node".into(), ip: ip.into(), ports, role: 0, status: 0 }
 }
 
 /// One node of cluster metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterNode {
+    /// The node's replica id (protocol 0.12 lists it; routes name primaries by it).
+    pub replica_id: u8,
     pub name: String,
     pub ip: String,
     pub ports: NodePorts,
@@ -282,11 +319,9 @@ pub enum Answer {
     Sent(SendConfirmation),
     /// A poll that returns no messages: the partition it answers for (`u32::MAX` asks a
     /// consumer-group member to sync first) and where it stands.
-    EmptyPoll {
-        partition_id: u32,
-        current_offset: u64,
-    },
+    EmptyPoll(PollHead),
     Routing(Box<Routing>),
+    Route(PartitionRoute),
     /// A consumer group member's generation and the partitions it holds (none when it is
     /// not a member).
     Synced(Option<(u64, Vec<u32>)>),

@@ -33,6 +33,19 @@ pub enum ErrorCode {
     TransientNotCommitted = 57,
     /// This node cannot accept the op now (not the primary, or a view change); retry.
     TransientNotAccepted = 58,
+    /// Protocol 0.12: the partition's history is not the one the request was routed to
+    /// (a stale incarnation); the client reads the route again.
+    HistoryUnavailable = 87,
+    /// Protocol 0.12: this node is not the partition's primary.
+    NotPrimary = 89,
+    /// Protocol 0.12: the shard already holds as many waiting polls as it allows.
+    DeferredPollCapacityExceeded = 90,
+    ProducerSequenceOutOfOrder = 92,
+    ProducerEpochFenced = 93,
+    /// A producer the partition has not seen, starting past sequence 0.
+    ProducerUnknown = 94,
+    /// A producer batch without an explicit partition.
+    ProducerPartitionRequired = 95,
     InvalidEncryptionKey = 70,
     CannotEncryptData = 71,
     /// A stored message does not open with the configured key (or was tampered with).
@@ -50,6 +63,7 @@ pub enum ErrorCode {
     InvalidTopicName = 2014,
     TooManyPartitions = 2015,
     InvalidTopicId = 2016,
+    InvalidReplicationFactor = 2018,
     InvalidPartitionsCount = 2019,
     TooManyTopics = 2021,
     PartitionNotFound = 3007,
@@ -72,6 +86,13 @@ pub enum ErrorCode {
     UnsupportedOptionKey = 4041,
     InvalidOptionValue = 4042,
     OptionsBlockTooLarge = 4043,
+    OptionNotUpdatable = 4103,
+    OptionNotResettable = 4104,
+    ReadOnlyOption = 4105,
+    /// A stream key asked of a server that has no key of its own to wrap it with.
+    StreamEncryptionUnavailable = 4106,
+    UnsupportedCriticalOption = 4107,
+    CannotModifyRootUser = 4108,
     ConsumerGroupIdNotFound = 5000,
     ConsumerGroupNameNotFound = 5003,
     ConsumerGroupNameAlreadyExists = 5004,

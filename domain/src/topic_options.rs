@@ -301,6 +301,18 @@ pub struct OptionSpec {
     pub description: &'static str,
 }
 
+impl OptionSpec {
+    /// The 0.12 catalog's flag bits for this key: 1 updatable, 2 resettable (the keys
+    /// UPDATE_RESOURCE may set or reset).
+    pub fn flags(&self) -> u8 {
+        match self.key {
+            "name" | "username" | "status" => 1,
+            "message_expiry" | "max_topic_size" => 1 | 2,
+            _ => 0,
+        }
+    }
+}
+
 /// The option catalog of a scope, sorted by key. Topic defaults are read off
 /// `TopicSettings::default()`, so the catalog cannot drift from what a create does without
 /// options. Streams and users take no keys: their create commands refuse any (4041).

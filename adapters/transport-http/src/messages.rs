@@ -246,16 +246,22 @@ pub async fn poll(
                 strategy: strategy(query.kind.as_deref(), query.value)?,
                 count: query.count,
                 auto_commit: query.auto_commit,
+                deferred: None,
             };
             let reply = state.reply(&headers, Command::PollMessages(request)).await?;
             // The frame the batches were read into, as they are stored, after the prefix
             // that says what they are; an empty poll is that prefix alone.
-            let mut empty = Vec::new();
-            let body = match &reply {
-                Reply::Frame(frame) => Reply::frame_body(frame),
-                Reply::Answer(answer @ Answer::EmptyPoll { .. }) => {
-                    rill_domain::wire::response::encode(answer, &mut empty);
-                    &empty
+            let dialect = rill_domain::version::Dialect::V11;
+            let (mut empty, frame);
+            let body = match reply {
+                Reply::Frame(polled) => {
+                    frame = rill_application::partition::poll_frame_for(polled, dialect);
+                    Reply::frame_body(&frame)
+                }
+                Reply::Answer(answer @ Answer::EmptyPoll(_)) => {
+                    empty = Vec::new();
+                    rill_domain::wire::response::encode(dialect, &answer, &mut empty);
+                    &empty[..]
                 }
                 _ => return Err(ApiError::Code(ErrorCode::Error)),
             };

@@ -12,6 +12,8 @@ use std::rc::Rc;
 use rill_domain::batch;
 use rill_domain::constants::{BATCH_HEADER_SIZE, HEADER_SIZE};
 use rill_domain::segment::{self, IndexEntry};
+use rill_domain::version::Dialect;
+use rill_domain::wire::response;
 
 use super::log::PartitionLog;
 use super::segment::{DamagedBatch, batch_matches, within_frame};
@@ -21,10 +23,25 @@ use crate::ports::{Storage, StorageFile};
 /// Poll replies stop adding batches past this many bytes (at least one batch is returned).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
 
-/// `[partition_id u32][current_offset u64][messages_count u32]`, before the batches.
-pub const POLL_PREFIX_SIZE: usize = 16;
+/// Room for the longest poll prefix, before the batches: protocol 0.12's
+/// `[partition_id u32][current_offset u64][messages_count u32][context 24 bytes]`. A poll
+/// writes that prefix; [`poll_frame_for`] trims it to a 0.11 reply's 16 bytes.
+pub const POLL_PREFIX_SIZE: usize = 40;
 /// Room a poll frame keeps before its batches: the reply header and the poll prefix.
 pub const REPLY_ROOM: usize = HEADER_SIZE + POLL_PREFIX_SIZE;
+
+/// A poll's frame (the 0.12 prefix written in its room) laid out for `dialect`: a 0.11
+/// prefix is the 0.12 one without its context, moved up against the batches, and the frame
+/// starts that much later. No batch byte moves.
+pub fn poll_frame_for(mut frame: PoolSlice, dialect: Dialect) -> PoolSlice {
+    let kept = response::poll_prefix_size(dialect);
+    let unused = POLL_PREFIX_SIZE - kept;
+    if unused > 0 && frame.len() >= REPLY_ROOM {
+        frame.copy_within(HEADER_SIZE..HEADER_SIZE + kept, HEADER_SIZE + unused);
+        frame.advance(unused);
+    }
+    frame
+}
 
 /// One contiguous read of a segment's batches into the frame.
 struct PlannedRead<F> {

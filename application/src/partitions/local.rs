@@ -7,10 +7,11 @@
 use std::sync::atomic::Ordering;
 
 use rill_domain::Namespace;
-use rill_domain::answer::{Answer, ConsumerOffset, SendConfirmation};
+use rill_domain::answer::{Answer, ConsumerOffset, PartitionContext, PollHead, SendConfirmation};
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
+use rill_domain::version::Dialect;
 use rill_domain::wire::response;
 
 use super::markers::{self, CREATED_AT_MARKER, RESET_MARKER};
@@ -202,8 +203,15 @@ impl<E: Env> PartitionStore<E> {
         let mut frame = self.open_sealed(frame)?;
         partition.stats.polled_messages.fetch_add(messages as u64, Ordering::Relaxed);
         partition.stats.polled_bytes.fetch_add(frame.len().saturating_sub(REPLY_ROOM) as u64, Ordering::Relaxed);
+        let context = PartitionContext {
+            incarnation: partition.stats.incarnation(),
+            owner_generation: 0,
+            metadata_op: self.shared.replica.commit(),
+        };
         let mut prefix = Vec::with_capacity(POLL_PREFIX_SIZE);
-        response::poll_prefix(&mut prefix, namespace.partition_id(), current_offset, messages);
+        let head =
+            PollHead { partition_id: namespace.partition_id(), current_offset, messages_count: messages, context };
+        response::poll_head(Dialect::V12, &mut prefix, &head);
         frame[HEADER_SIZE..REPLY_ROOM].copy_from_slice(&prefix);
         Ok((Reply::Frame(frame), returned))
     }

@@ -135,7 +135,10 @@ impl<E: Env> PartitionStore<E> {
             if recorded != Some(created_at) {
                 markers::write_marker(&self.storage, &dir, &marker, created_at).await?;
             }
-            Ok(Rc::new(Partition::new(log, Arc::new(PartitionStats::new(self.shard_id)))))
+            let stats = Arc::new(PartitionStats::new(self.shard_id));
+            let reset = markers::read_marker(&self.storage, &dir.join(RESET_MARKER)).await.unwrap_or(0);
+            stats.set_incarnation(created_at.max(reset));
+            Ok(Rc::new(Partition::new(log, stats)))
         }
         .await;
         if let Err(error) = &opened
@@ -199,10 +202,12 @@ impl<E: Env> PartitionStore<E> {
         for (name, incarnation) in keep.into_iter().filter(|(_, incarnation)| *incarnation > 0) {
             markers::write_marker(&self.storage, &dir, &dir.join(name), incarnation).await?;
         }
-        match reset {
-            Some(incarnation) => markers::write_marker(&self.storage, &dir, &dir.join(RESET_MARKER), incarnation).await,
-            None => Ok(()),
+        let Some(incarnation) = reset else { return Ok(()) };
+        markers::write_marker(&self.storage, &dir, &dir.join(RESET_MARKER), incarnation).await?;
+        if let Some(stats) = self.shared.partitions.stats(namespace) {
+            stats.set_incarnation(before.created_at.max(incarnation));
         }
+        Ok(())
     }
 
     /// Flushes, with fsync, every partition this shard owns (messages and stored consumer

@@ -76,6 +76,8 @@ pub enum PartitionOp {
 pub struct DirectReply {
     pub socket: std::sync::Arc<dyn ReplySocket>,
     pub header: RequestHeader,
+    /// The layout the client's connection reads replies in.
+    pub dialect: rill_domain::version::Dialect,
 }
 
 impl std::fmt::Debug for DirectReply {

@@ -2,7 +2,7 @@
 //! committed metadata, choose the partition, validate, then route to the owning shard.
 
 use rill_domain::Namespace;
-use rill_domain::answer::Answer;
+use rill_domain::answer::{Answer, PollHead};
 use rill_domain::batch;
 use rill_domain::error::ErrorCode;
 use rill_domain::identifier::Identifier;
@@ -35,7 +35,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// `(stream_id, topic_id, partitions_count)` of a topic.
-    fn resolve_topic(&self, topic: &TopicRef) -> Result<(u32, u32, u32), ErrorCode> {
+    pub(crate) fn resolve_topic(&self, topic: &TopicRef) -> Result<(u32, u32, u32), ErrorCode> {
         self.metadata.read(|metadata| {
             let (stream_id, topic_id) = metadata.topic_ids(topic)?;
             let count = metadata.topic_by_ids(stream_id, topic_id).map_or(0, |t| t.partitions.len() as u32);
@@ -44,7 +44,7 @@ impl<E: Env> Shard<E> {
     }
 
     /// The namespace of an existing partition.
-    fn resolve_partition(&self, topic: &TopicRef, partition_id: u32) -> Result<Namespace, ErrorCode> {
+    pub(crate) fn resolve_partition(&self, topic: &TopicRef, partition_id: u32) -> Result<Namespace, ErrorCode> {
         let (stream_id, topic_id, count) = self.resolve_topic(topic)?;
         if partition_id >= count {
             return Err(ErrorCode::PartitionNotFound);
@@ -123,7 +123,7 @@ impl<E: Env> Shard<E> {
             let partition = request.partition_id.ok_or(ErrorCode::PartitionNotFound)?;
             let key = self.resolve_group(&request.topic, group)?;
             if !self.owns_group_partition(key, client, partition) {
-                return Ok(Answer::EmptyPoll { partition_id: RESYNC_PARTITION, current_offset: 0 }.into());
+                return Ok(Answer::EmptyPoll(PollHead { partition_id: RESYNC_PARTITION, ..PollHead::default() }).into());
             }
         }
         let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;

@@ -14,6 +14,7 @@ mod metadata_writer;
 mod partitions;
 mod queries;
 mod replication;
+mod routes;
 mod routing;
 mod snapshot;
 mod users;
@@ -340,7 +341,7 @@ impl<E: Env> Shard<E> {
     /// socket does not take at once, goes back to the connection's shard.
     fn reply_directly(&self, direct: crate::ports::DirectReply, result: BusReply) -> BusReply {
         let reply = result?;
-        let frame = self.reply_frame(&direct.header, Ok(reply));
+        let frame = self.reply_frame(&direct.header, direct.dialect, Ok(reply));
         let written = direct.socket.try_send(&frame).unwrap_or(0);
         if written == frame.len() {
             self.shared.telemetry.bus.direct_replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

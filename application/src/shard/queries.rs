@@ -9,6 +9,7 @@ use rill_domain::answer::{
 use rill_domain::consumer_group::GroupKey;
 use rill_domain::identifier::Identifier;
 use rill_domain::metadata::{Metadata, Topic};
+use rill_domain::version::Dialect;
 use rill_domain::wire::command::TopicRef;
 
 use super::Shard;
@@ -64,7 +65,10 @@ pub(super) fn topic_details(
             info.segments_count = stats.segments_count();
             info.current_offset = stats.current_offset();
             info.usage = stats.usage();
+            info.context.incarnation = stats.incarnation();
         }
+        info.context.metadata_op = shared.replica.commit();
+        info.replica_id = shared.config.membership.replica_id;
         partitions.push(info);
     }
     Some(TopicDetails { topic: TopicInfo::of(topic, topic_usage(shared, stream_id, topic)), partitions })
@@ -174,10 +178,18 @@ impl<E: Env> Shard<E> {
     }
 
     /// One healthy leader on a single node; in a cluster, every roster node with the role
-    /// this node's replica currently sees (the primary of its view leads).
-    pub fn get_cluster_metadata(&self) -> Answer {
+    /// this node's replica currently sees (the primary of its view leads). A 0.12 client
+    /// opens a session on every node listed and sends metadata to the leader; sessions are
+    /// this node's own, so it is told of this node alone, as the leader.
+    pub fn get_cluster_metadata(&self, dialect: Dialect) -> Answer {
         let name = if self.shared.config.membership.clustered() { "rill-cluster" } else { "single-node" };
-        Answer::Cluster { name: name.to_owned(), nodes: self.cluster_nodes() }
+        let mut nodes = self.cluster_nodes();
+        if dialect == Dialect::V12 {
+            let me = self.shared.config.membership.replica_id;
+            nodes.retain(|node| node.replica_id == me);
+            nodes.iter_mut().for_each(|node| node.role = 0);
+        }
+        Answer::Cluster { name: name.to_owned(), nodes }
     }
 
     /// Every roster node as cluster metadata lists it, the current view's primary as leader
@@ -195,6 +207,7 @@ impl<E: Env> Shard<E> {
             .iter()
             .enumerate()
             .map(|(index, (ip, ports))| ClusterNode {
+                replica_id: index as u8,
                 name: format!("rill-node-{index}"),
                 ip: ip.clone(),
                 ports: *ports,

@@ -190,6 +190,7 @@ impl Client {
             operation: op,
             session,
             code: nr_code,
+            ..RequestHeader::default()
         };
         let mut frame = header.encode(body.len()).to_vec();
         frame.extend_from_slice(body);

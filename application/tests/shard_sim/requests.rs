@@ -56,6 +56,7 @@ pub fn encode(request: &Request, step: u64) -> EncodedRequest {
             strategy: PollingStrategy::Offset(*offset),
             count: 1 + (step % 50) as u32,
             auto_commit: false,
+            deferred: None,
         }),
         Request::StoreOffset { topic, partition, offset } => Command::StoreConsumerOffset {
             consumer: consumer(),

@@ -1,4 +1,5 @@
-//! Command codes and operation bytes of protocol 0.11, and the mapping between them.
+//! Command codes and operation bytes of both protocol generations (0.12's additions marked),
+//! and the mapping between them.
 
 pub mod code {
     pub const PING: u32 = 1;
@@ -6,6 +7,8 @@ pub mod code {
     pub const GET_SNAPSHOT_FILE: u32 = 11;
     pub const GET_CLUSTER_METADATA: u32 = 12;
     pub const DESCRIBE_OPTIONS: u32 = 13;
+    /// Protocol 0.12: a reconnecting client goes on with its session.
+    pub const BIND_SESSION: u32 = 15;
     /// Multi-node routing (0.11): a data connection takes on its coordinator's identity.
     pub const ATTACH_CONSUMER_SESSION: u32 = 14;
     pub const GET_ME: u32 = 20;
@@ -16,6 +19,10 @@ pub mod code {
     pub const GET_POLL_ROUTING: u32 = 103;
     pub const POLL_MESSAGES_ON_PRIMARY: u32 = 104;
     pub const FLUSH_UNSAVED_BUFFER: u32 = 102;
+    /// Protocol 0.12: a partition's route, a poll that may wait, and its cancellation.
+    pub const GET_PARTITION_ROUTE: u32 = 105;
+    pub const POLL_MESSAGES_DEFERRED: u32 = 106;
+    pub const CANCEL_DEFERRED_REQUEST: u32 = 108;
     pub const GET_CONSUMER_OFFSET: u32 = 120;
     /// Multi-node routing: which node takes a store or delete of a consumer offset.
     pub const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;
@@ -115,6 +122,10 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::NON_REPLICATED, code::GET_POLL_ROUTING) => "get_poll_routing",
         (o::NON_REPLICATED, code::POLL_MESSAGES_ON_PRIMARY) => "poll_messages_on_primary",
         (o::NON_REPLICATED, code::GET_CONSUMER_OFFSET_ROUTING) => "get_consumer_offset_routing",
+        (o::NON_REPLICATED, code::BIND_SESSION) => "bind_session",
+        (o::NON_REPLICATED, code::GET_PARTITION_ROUTE) => "get_partition_route",
+        (o::NON_REPLICATED, code::POLL_MESSAGES_DEFERRED) => "poll_messages_deferred",
+        (o::NON_REPLICATED, code::CANCEL_DEFERRED_REQUEST) => "cancel_deferred_request",
         (o::NON_REPLICATED, _) => "other_query",
         (o::REGISTER, _) => "login",
         (o::LOGOUT, _) => "logout",

@@ -58,6 +58,17 @@ pub enum Command<'a> {
     Register {
         protocol_version: u32,
         credentials: Credentials,
+        /// Protocol 0.12: the secret a reconnecting client proves its session with.
+        bind_secret: Option<[u8; 32]>,
+    },
+    /// Protocol 0.12: a reconnecting client asks to go on with its session (`session` 0:
+    /// its Register reply was lost).
+    BindSession {
+        protocol_version: u32,
+        client: u128,
+        session: u64,
+        metadata_watermark: u64,
+        bind_secret: [u8; 32],
     },
     Logout,
     GetStream {
@@ -82,6 +93,13 @@ pub enum Command<'a> {
         batch: &'a [u8],
     },
     PollMessages(PollRequest),
+    /// Protocol 0.12: where a partition's history lives (its incarnation, the primary).
+    GetPartitionRoute {
+        topic: TopicRef,
+        partition_id: u32,
+    },
+    /// Protocol 0.12: give up the deferred poll the header's request number names.
+    CancelDeferred,
     /// Which node serves this auto-commit poll (multi-node routing).
     GetPollRouting(PollRequest),
     /// The poll itself, on a data connection attached to its coordinator.
@@ -176,6 +194,18 @@ pub struct PollRequest {
     pub strategy: PollingStrategy,
     pub count: u32,
     pub auto_commit: bool,
+    /// Protocol 0.12's POLL_MESSAGES_DEFERRED: how long to wait for messages, and the byte
+    /// budget of the reply. `None` for a plain poll.
+    pub deferred: Option<DeferredPoll>,
+}
+
+/// The waiting terms of a deferred poll, as the client bounded them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferredPoll {
+    pub wait_us: u64,
+    pub min_count: u32,
+    pub max_bytes: u32,
+    pub request_timeout_us: u64,
 }
 
 /// Metadata mutations. They are applied by the metadata state machine and journaled as

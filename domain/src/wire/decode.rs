@@ -7,9 +7,10 @@ use crate::polling::PollingStrategy;
 use crate::reader::Reader;
 use crate::snapshot::{self, SnapshotCompression};
 use crate::topic_options;
+use crate::version::Dialect;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::command::{
-    Command, Consumer, Credentials, DecodeError, MetadataOp, Partitioning, PollRequest, TopicRef,
+    Command, Consumer, Credentials, DecodeError, DeferredPoll, MetadataOp, Partitioning, PollRequest, TopicRef,
 };
 use crate::wire::{membership, users};
 
@@ -43,12 +44,26 @@ fn partitioning(reader: &mut Reader<'_>) -> Result<Partitioning, ErrorCode> {
 }
 
 impl<'a> Command<'a> {
-    /// Decodes a request from its header fields and body.
+    /// Decodes a protocol 0.11 request from its header fields and body (the HTTP API's
+    /// requests are encoded this way too).
     pub fn decode(operation: u8, nr_code: u32, body: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::decode_in(Dialect::V11, operation, nr_code, body)
+    }
+
+    /// Decodes a request of a connection speaking `dialect`. A command the dialect retired
+    /// or does not know is an unknown code (the client gets InvalidCommand).
+    pub fn decode_in(dialect: Dialect, operation: u8, nr_code: u32, body: &'a [u8]) -> Result<Self, DecodeError> {
+        if retired(dialect, operation, nr_code) {
+            return Err(DecodeError::UnknownCode(if operation == op::NON_REPLICATED {
+                nr_code
+            } else {
+                operation.into()
+            }));
+        }
         let mut reader = Reader::new(body);
         let command = match operation {
             op::REGISTER => decode_register(&mut reader)?,
-            op::NON_REPLICATED => decode_non_replicated(nr_code, &mut reader)?,
+            op::NON_REPLICATED => decode_non_replicated(dialect, nr_code, &mut reader)?,
             op::LOGOUT => Command::Logout,
             op::DELETE_SEGMENTS => Command::DeleteSegments {
                 topic: topic_ref(&mut reader)?,
@@ -87,14 +102,57 @@ impl<'a> Command<'a> {
     }
 }
 
-fn decode_register(reader: &mut Reader<'_>) -> Result<Command<'static>, ErrorCode> {
+/// Whether `dialect` retired a command 0.11 has: 0.12 clients never send these, and a
+/// 0.12 connection gets InvalidCommand for them.
+fn retired(dialect: Dialect, operation: u8, nr_code: u32) -> bool {
+    match dialect {
+        Dialect::V11 => false,
+        Dialect::V12 => match operation {
+            op::NON_REPLICATED => matches!(
+                nr_code,
+                code::ATTACH_CONSUMER_SESSION
+                    | code::FLUSH_UNSAVED_BUFFER
+                    | code::GET_POLL_ROUTING
+                    | code::POLL_MESSAGES_ON_PRIMARY
+                    | code::GET_CONSUMER_OFFSET_ROUTING
+            ),
+            op::UPDATE_STREAM | op::PURGE_STREAM | op::UPDATE_TOPIC | op::PURGE_TOPIC | op::UPDATE_USER => true,
+            _ => false,
+        },
+    }
+}
+
+/// `[version u32][sdk name u8-len][sdk version u8-len]`, which opens every login and
+/// session-binding body of both generations.
+fn client_version(reader: &mut Reader<'_>) -> Result<u32, ErrorCode> {
     let protocol_version = reader.u32()?;
     let _sdk_name = reader.name()?;
     let _sdk_version = reader.name()?;
+    Ok(protocol_version)
+}
+
+fn decode_register(reader: &mut Reader<'_>) -> Result<Command<'static>, ErrorCode> {
+    let protocol_version = client_version(reader)?;
+    // The version names the layout: 0.12 puts the session's bind secret before the
+    // credentials. An unserved version is parsed as 0.11 and refused by the gate.
+    let bind_secret = match crate::version::dialect_of(protocol_version) {
+        Some(Dialect::V12) => Some(reader.bytes(32)?.try_into().expect("32 bytes")),
+        _ => None,
+    };
     let rest = reader.rest();
     // Codes 40 and 45 look the same on the wire: try username/password, then a token.
     let credentials = try_password(rest).or_else(|_| try_token(rest))?;
-    Ok(Command::Register { protocol_version, credentials })
+    Ok(Command::Register { protocol_version, credentials, bind_secret })
+}
+
+fn decode_bind_session(reader: &mut Reader<'_>) -> Result<Command<'static>, ErrorCode> {
+    Ok(Command::BindSession {
+        protocol_version: client_version(reader)?,
+        client: reader.u128()?,
+        session: reader.u64()?,
+        metadata_watermark: reader.u64()?,
+        bind_secret: reader.bytes(32)?.try_into().expect("32 bytes"),
+    })
 }
 
 fn skip_context(reader: &mut Reader<'_>) -> Result<(), ErrorCode> {
@@ -137,7 +195,16 @@ fn decode_snapshot(reader: &mut Reader<'_>) -> Result<Command<'static>, ErrorCod
     Ok(Command::GetSnapshot { compression, types })
 }
 
-fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Command<'a>, DecodeError> {
+fn decode_non_replicated<'a>(
+    dialect: Dialect,
+    nr_code: u32,
+    reader: &mut Reader<'a>,
+) -> Result<Command<'a>, DecodeError> {
+    if dialect == Dialect::V12
+        && let Some(command) = decode_v12_only(nr_code, reader)?
+    {
+        return Ok(command);
+    }
     Ok(match nr_code {
         code::PING => Command::Ping,
         code::GET_STATS => Command::GetStats,
@@ -191,6 +258,51 @@ fn decode_non_replicated<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Co
     })
 }
 
+/// The commands only protocol 0.12 has; `None` for a code both generations share.
+fn decode_v12_only<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Option<Command<'a>>, ErrorCode> {
+    Ok(Some(match nr_code {
+        code::BIND_SESSION => decode_bind_session(reader)?,
+        code::GET_PARTITION_ROUTE => {
+            Command::GetPartitionRoute { topic: topic_ref(reader)?, partition_id: reader.u32()? }
+        }
+        code::POLL_MESSAGES_DEFERRED => {
+            let mut request = poll_request(reader)?;
+            request.deferred = Some(deferred_poll(reader, request.count)?);
+            Command::PollMessages(request)
+        }
+        code::CANCEL_DEFERRED_REQUEST => Command::CancelDeferred,
+        _ => return Ok(None),
+    }))
+}
+
+/// The longest a deferred poll may wait, and how much longer than its wait the client's
+/// own timeout must be (so the reply can still reach it), as the 0.12 clients bound them.
+const MAX_DEFERRED_WAIT_US: u64 = 600_000_000;
+const MAX_DEFERRED_TIMEOUT_US: u64 = 630_000_000;
+const DEFERRED_REPLY_MARGIN_US: u64 = 1_000_000;
+/// The smallest reply budget a deferred poll may give: the 40-byte poll prefix, one batch
+/// header and one message header.
+const MIN_DEFERRED_MAX_BYTES: u32 = 40 + 256 + 48;
+
+/// `[wait_us u64][min_count u32][max_bytes u32][request_timeout_us u64]` after the poll
+/// body, checked as the client checks it before sending.
+fn deferred_poll(reader: &mut Reader<'_>, count: u32) -> Result<DeferredPoll, ErrorCode> {
+    let deferred = DeferredPoll {
+        wait_us: reader.u64()?,
+        min_count: reader.u32()?,
+        max_bytes: reader.u32()?,
+        request_timeout_us: reader.u64()?,
+    };
+    let DeferredPoll { wait_us, min_count, max_bytes, request_timeout_us } = deferred;
+    let covers_wait = wait_us == 0 || request_timeout_us >= wait_us.saturating_add(DEFERRED_REPLY_MARGIN_US);
+    let valid = wait_us <= MAX_DEFERRED_WAIT_US
+        && (1..=count).contains(&min_count)
+        && (1..=MAX_DEFERRED_TIMEOUT_US).contains(&request_timeout_us)
+        && covers_wait
+        && max_bytes >= MIN_DEFERRED_MAX_BYTES;
+    if valid { Ok(deferred) } else { Err(ErrorCode::InvalidFormat) }
+}
+
 /// The POLL_MESSAGES body, which the routing codes 103 and 104 carry as well.
 fn poll_request(reader: &mut Reader<'_>) -> Result<PollRequest, ErrorCode> {
     Ok(PollRequest {
@@ -200,6 +312,7 @@ fn poll_request(reader: &mut Reader<'_>) -> Result<PollRequest, ErrorCode> {
         strategy: PollingStrategy::decode(reader)?,
         count: reader.u32()?,
         auto_commit: reader.u8()? != 0,
+        deferred: None,
     })
 }
 
@@ -267,7 +380,7 @@ mod tests {
     #[test]
     fn decodes_password_and_token_logins() {
         let body = login_body(b"\x04iggy\x04iggy\x00\x00\x00\x00");
-        let Command::Register { protocol_version, credentials } = Command::decode(1, 0, &body).unwrap() else {
+        let Command::Register { protocol_version, credentials, .. } = Command::decode(1, 0, &body).unwrap() else {
             panic!("not a register");
         };
         assert_eq!(protocol_version, 11264);

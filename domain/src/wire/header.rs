@@ -1,4 +1,7 @@
-//! The 256-byte frame headers of protocol 0.11: request (client to server), reply and eviction.
+//! The 256-byte frame headers: request (client to server), reply and eviction. Both
+//! protocol generations share the layout; 0.12 gives meaning to bytes 0.11 keeps zero (the
+//! partition context of a request from 200, its echo in a reply at 224), so one parser and
+//! one writer serve both.
 
 use crate::constants::{HEADER_SIZE, MAX_FRAME_SIZE};
 
@@ -31,7 +34,7 @@ pub fn frame_size(header: &[u8; HEADER_SIZE]) -> Result<usize, FrameError> {
 }
 
 /// The fields of a request header the server acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RequestHeader {
     pub size: u32,
     pub client: u128,
@@ -42,6 +45,12 @@ pub struct RequestHeader {
     pub session: u64,
     /// The command code for NonReplicated requests (reserved bytes 196..200).
     pub code: u32,
+    /// Protocol 0.12's partition context: the incarnation of the partition's history the
+    /// client's route named, the consumer-group owner generation it captured, and the
+    /// metadata op it has seen. Zero in 0.11 frames (reserved bytes).
+    pub partition_incarnation: u64,
+    pub owner_generation: u64,
+    pub minimum_metadata_op: u64,
 }
 
 fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
@@ -59,6 +68,9 @@ impl RequestHeader {
             operation: header[176],
             session: u64::from_le_bytes(le(header, 184)),
             code: u32::from_le_bytes(le(header, 196)),
+            partition_incarnation: u64::from_le_bytes(le(header, 200)),
+            owner_generation: u64::from_le_bytes(le(header, 208)),
+            minimum_metadata_op: u64::from_le_bytes(le(header, 216)),
         }
     }
 
@@ -74,6 +86,9 @@ impl RequestHeader {
         out[176] = self.operation;
         out[184..192].copy_from_slice(&self.session.to_le_bytes());
         out[196..200].copy_from_slice(&self.code.to_le_bytes());
+        out[200..208].copy_from_slice(&self.partition_incarnation.to_le_bytes());
+        out[208..216].copy_from_slice(&self.owner_generation.to_le_bytes());
+        out[216..224].copy_from_slice(&self.minimum_metadata_op.to_le_bytes());
         out
     }
 
@@ -114,6 +129,9 @@ pub fn write_reply_header(frame: &mut [u8], request: &RequestHeader, commit: u64
     out[200..208].copy_from_slice(&request.request.to_le_bytes());
     out[208] = request.operation;
     out[216..220].copy_from_slice(&status.to_le_bytes());
+    // Byte 220 (a committed result's marker) stays zero: no reply claims a replayable
+    // commit. The incarnation echo is zero for every 0.11 request.
+    out[224..232].copy_from_slice(&request.partition_incarnation.to_le_bytes());
 }
 
 /// Why a session is refused or ended; the byte at offset 255 of an Eviction frame.

@@ -1,47 +1,51 @@
-//! Reply bodies, byte by byte as the 0.11 client decodes them (reference section 4): the
-//! binary encoding of a use case's `Answer`.
+//! Reply bodies, byte by byte as each generation's client decodes them (0.11: reference
+//! section 4; 0.12: `docs/protocol-versions.md`): the binary encoding of a use case's
+//! `Answer`. The dialect changes only the layouts named where they are written.
 
 use crate::answer::{
-    Answer, ClientDetails, ClientInfo, ClusterNode, ConsumerOffset, Created, GroupDetails, GroupInfo, PartitionInfo,
-    Routing, SendConfirmation, Stats, StreamDetails, StreamInfo, TopicDetails, TopicInfo, UserDetails, UserInfo,
+    Answer, ClientDetails, ClientInfo, ClusterNode, ConsumerOffset, Created, GroupDetails, GroupInfo, PartitionContext,
+    PartitionInfo, PartitionRoute, PollHead, Routing, SendConfirmation, Stats, StreamDetails, StreamInfo, TopicDetails,
+    TopicInfo, UserDetails, UserInfo,
 };
-use crate::constants::{PROTOCOL_VERSION, SERVER_VERSION};
+use crate::constants::SERVER_VERSION;
 use crate::reader::Put;
+use crate::version::Dialect;
 
 /// A successful result section: `count = 0`.
 pub fn result_ok(out: &mut Vec<u8>) {
     out.put_u32(0);
 }
 
-/// Encodes an answer as its reply body.
-pub fn encode(answer: &Answer, out: &mut Vec<u8>) {
+/// Encodes an answer as its reply body in `dialect`'s layout.
+pub fn encode(dialect: Dialect, answer: &Answer, out: &mut Vec<u8>) {
+    let v12 = dialect == Dialect::V12;
     match answer {
         Answer::Nothing => {}
         Answer::Done => result_ok(out),
         Answer::Created(created) => {
             result_ok(out);
             match created {
-                Created::Stream(details) => stream_details(out, details),
-                Created::Topic(details) => topic_details(out, details),
+                Created::Stream(details) => stream_details(out, details, v12),
+                Created::Topic(details) => topic_details(out, details, v12),
                 Created::Group(details) => group_details(out, details),
-                Created::User(details) => user_details(out, details),
+                Created::User(details) => user_details(out, details, v12),
             }
         }
         Answer::RawToken(token) => {
             result_ok(out);
             out.put_name(token);
         }
-        Answer::Stream(details) => details.iter().for_each(|details| stream_details(out, details)),
-        Answer::Streams(streams) => streams.iter().for_each(|info| stream(out, info)),
-        Answer::Topic(details) => details.iter().for_each(|details| topic_details(out, details)),
+        Answer::Stream(details) => details.iter().for_each(|details| stream_details(out, details, v12)),
+        Answer::Streams(streams) => streams.iter().for_each(|info| stream(out, info, v12)),
+        Answer::Topic(details) => details.iter().for_each(|details| topic_details(out, details, v12)),
         Answer::Topics(topics) => {
             out.put_u32(topics.len() as u32);
-            topics.iter().for_each(|info| topic_header(out, info));
+            topics.iter().for_each(|info| topic_header(out, info, v12));
         }
         Answer::Group(details) => details.iter().for_each(|details| group_details(out, details)),
         Answer::Groups(groups) => groups.iter().for_each(|info| consumer_group(out, info)),
-        Answer::User(details) => details.iter().for_each(|details| user_details(out, details)),
-        Answer::Users(users) => users.iter().for_each(|info| user(out, info)),
+        Answer::User(details) => details.iter().for_each(|details| user_details(out, details, v12)),
+        Answer::Users(users) => users.iter().for_each(|info| user(out, info, v12)),
         Answer::Tokens(tokens) => {
             for token in tokens {
                 out.put_name(&token.name);
@@ -51,12 +55,13 @@ pub fn encode(answer: &Answer, out: &mut Vec<u8>) {
         Answer::Client(details) => details.iter().for_each(|details| client_details(out, details)),
         Answer::Clients(clients) => clients.iter().for_each(|(info, groups)| client(out, info, *groups)),
         Answer::Stats(figures) => stats(out, figures),
-        Answer::Cluster { name, nodes } => cluster(out, name, nodes),
-        Answer::Options(catalog) => option_catalog(out, catalog),
+        Answer::Cluster { name, nodes } => cluster(out, name, nodes, v12),
+        Answer::Options(catalog) => option_catalog(out, catalog, v12),
         Answer::Offset(offset) => offset.iter().for_each(|offset| consumer_offset(out, offset)),
         Answer::Sent(confirmation) => send_confirmation(out, confirmation),
-        Answer::EmptyPoll { partition_id, current_offset } => poll_prefix(out, *partition_id, *current_offset, 0),
+        Answer::EmptyPoll(head) => poll_head(dialect, out, head),
         Answer::Routing(to) => routing(out, to),
+        Answer::Route(route) => partition_route(out, route),
         Answer::Synced(assignment) => {
             if let Some((generation, partitions)) = assignment {
                 out.put_u64(*generation);
@@ -68,8 +73,9 @@ pub fn encode(answer: &Answer, out: &mut Vec<u8>) {
     }
 }
 
-/// StreamResponse: 33 fixed bytes, the name, an empty options block.
-fn stream(out: &mut Vec<u8>, info: &StreamInfo) {
+/// StreamResponse: 33 fixed bytes, the name, an empty options block (0.12: and an empty
+/// derived block).
+fn stream(out: &mut Vec<u8>, info: &StreamInfo, v12: bool) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
     out.put_u32(info.topics_count);
@@ -77,22 +83,29 @@ fn stream(out: &mut Vec<u8>, info: &StreamInfo) {
     out.put_u64(info.usage.messages_count);
     out.put_name(&info.name);
     out.put_u32(0);
+    if v12 {
+        out.put_u32(0);
+    }
 }
 
 /// StreamDetails: the stream, then a header for each of its topics.
-fn stream_details(out: &mut Vec<u8>, details: &StreamDetails) {
-    stream(out, &details.stream);
-    details.topics.iter().for_each(|info| topic_header(out, info));
+fn stream_details(out: &mut Vec<u8>, details: &StreamDetails, v12: bool) {
+    stream(out, &details.stream, v12);
+    details.topics.iter().for_each(|info| topic_header(out, info, v12));
 }
 
-/// TopicHeader: 50 fixed bytes, the name, the explicit and derived option blocks.
-fn topic_header(out: &mut Vec<u8>, info: &TopicInfo) {
+/// TopicHeader: 50 fixed bytes, the name, the explicit and derived option blocks. 0.12
+/// drops expiry, compression and size cap from the fixed part (33 bytes): they are in the
+/// option blocks already.
+fn topic_header(out: &mut Vec<u8>, info: &TopicInfo, v12: bool) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
     out.put_u32(info.partitions_count);
-    out.put_u64(info.message_expiry_us);
-    out.put_u8(info.compression);
-    out.put_u64(info.max_topic_size_bytes);
+    if !v12 {
+        out.put_u64(info.message_expiry_us);
+        out.put_u8(info.compression);
+        out.put_u64(info.max_topic_size_bytes);
+    }
     out.put_u64(info.usage.size_bytes);
     out.put_u64(info.usage.messages_count);
     out.put_name(&info.name);
@@ -103,9 +116,9 @@ fn topic_header(out: &mut Vec<u8>, info: &TopicInfo) {
 }
 
 /// TopicDetails: the topic header, then every partition.
-fn topic_details(out: &mut Vec<u8>, details: &TopicDetails) {
-    topic_header(out, &details.topic);
-    details.partitions.iter().for_each(|info| partition(out, info));
+fn topic_details(out: &mut Vec<u8>, details: &TopicDetails, v12: bool) {
+    topic_header(out, &details.topic, v12);
+    details.partitions.iter().for_each(|info| partition(out, info, v12));
 }
 
 /// A stored consumer offset: `[partition][current offset][stored offset]`.
@@ -115,30 +128,68 @@ fn consumer_offset(out: &mut Vec<u8>, offset: &ConsumerOffset) {
     out.put_u64(offset.stored_offset);
 }
 
-/// PartitionResponse: 40 bytes.
-fn partition(out: &mut Vec<u8>, info: &PartitionInfo) {
+/// PartitionResponse: 40 bytes. 0.12 adds the partition's context (24 bytes) and its
+/// replica members, then those in sync (`[count u8][replica id]*` each).
+fn partition(out: &mut Vec<u8>, info: &PartitionInfo, v12: bool) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
     out.put_u32(info.segments_count);
     out.put_u64(info.current_offset);
     out.put_u64(info.usage.size_bytes);
     out.put_u64(info.usage.messages_count);
+    if v12 {
+        partition_context(out, &info.context);
+        for _list in ["members", "in sync"] {
+            out.put_u8(1);
+            out.put_u8(info.replica_id);
+        }
+    }
 }
 
-/// The login reply after its result section.
-pub fn login(out: &mut Vec<u8>, user_id: u32, session: u64) {
+/// `[incarnation u64][owner_generation u64][metadata_op u64]`.
+fn partition_context(out: &mut Vec<u8>, context: &PartitionContext) {
+    out.put_u64(context.incarnation);
+    out.put_u64(context.owner_generation);
+    out.put_u64(context.metadata_op);
+}
+
+/// GET_PARTITION_ROUTE (0.12): `[incarnation u64][metadata_op u64][view u32]
+/// [partitions_count u32][primary_replica u8]`.
+fn partition_route(out: &mut Vec<u8>, route: &PartitionRoute) {
+    out.put_u64(route.incarnation);
+    out.put_u64(route.metadata_op);
+    out.put_u32(route.view);
+    out.put_u32(route.partitions_count);
+    out.put_u8(route.primary_replica);
+}
+
+/// The login reply after its result section: the protocol version announced is the
+/// dialect's own.
+pub fn login(dialect: Dialect, out: &mut Vec<u8>, user_id: u32, session: u64) {
     result_ok(out);
     out.put_u32(user_id);
     out.put_u64(session);
-    out.put_u32(PROTOCOL_VERSION);
+    out.put_u32(dialect.server_version());
     out.put_name(SERVER_VERSION);
 }
 
-/// The 16-byte prefix of a poll reply; batch records follow it.
-pub fn poll_prefix(out: &mut Vec<u8>, partition_id: u32, current_offset: u64, messages_count: u32) {
-    out.put_u32(partition_id);
-    out.put_u64(current_offset);
-    out.put_u32(messages_count);
+/// The bytes of a poll reply before its batch records: 16 in 0.11, 40 in 0.12 (the
+/// partition context the poll was served under).
+pub fn poll_prefix_size(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::V11 => 16,
+        Dialect::V12 => 40,
+    }
+}
+
+/// A poll reply's prefix; batch records follow it.
+pub fn poll_head(dialect: Dialect, out: &mut Vec<u8>, head: &PollHead) {
+    out.put_u32(head.partition_id);
+    out.put_u64(head.current_offset);
+    out.put_u32(head.messages_count);
+    if dialect == Dialect::V12 {
+        partition_context(out, &head.context);
+    }
 }
 
 /// The body of a send confirmation: one `[stream][topic][partition][base_offset]` entry.
@@ -152,11 +203,16 @@ fn send_confirmation(out: &mut Vec<u8>, confirmation: &SendConfirmation) {
 
 /// DESCRIBE_OPTIONS: `[count u32]`, then per key `[key WireName][kind u8][default_len u32]
 /// [default][description_len u32][description UTF-8]`.
-fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec]) {
+/// 0.12 adds `[flags u8]` after the kind (updatable, resettable, secret, read-only,
+/// critical).
+fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec], v12: bool) {
     out.put_u32(catalog.len() as u32);
     for spec in catalog {
         out.put_name(spec.key);
         out.put_u8(spec.kind);
+        if v12 {
+            out.put_u8(spec.flags());
+        }
         out.put_u32(spec.default.len() as u32);
         out.extend_from_slice(&spec.default);
         out.put_long_string(spec.description);
@@ -164,16 +220,19 @@ fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec
 }
 
 /// Cluster metadata: the cluster's name and every node with its role.
-fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode]) {
+fn cluster(out: &mut Vec<u8>, name: &str, nodes: &[ClusterNode], v12: bool) {
     out.put_long_string(name);
     out.put_u32(nodes.len() as u32);
     for node in nodes {
+        if v12 {
+            out.put_u8(node.replica_id);
+        }
         cluster_node(out, node);
     }
 }
 
 /// One node entry: `[name][ip]` as long strings, four u16 ports (tcp, quic, http,
-/// websocket), role, status.
+/// websocket), role, status (0.12 puts the replica id before it).
 fn cluster_node(out: &mut Vec<u8>, node: &ClusterNode) {
     out.put_long_string(&node.name);
     out.put_long_string(&node.ip);
@@ -236,18 +295,22 @@ fn stats(out: &mut Vec<u8>, stats: &Stats) {
     out.put_u64(stats.total_disk_space);
 }
 
-/// UserResponse: `[id][created_at][status][username][options_len = 0]`.
-fn user(out: &mut Vec<u8>, info: &UserInfo) {
+/// UserResponse: `[id][created_at][status][username][options_len = 0]` (0.12: and an
+/// empty derived block).
+fn user(out: &mut Vec<u8>, info: &UserInfo, v12: bool) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
     out.put_u8(info.status);
     out.put_name(&info.username);
     out.put_u32(0);
+    if v12 {
+        out.put_u32(0);
+    }
 }
 
 /// UserDetails: the UserResponse, then the permissions (`00 00 00 00` when none).
-fn user_details(out: &mut Vec<u8>, details: &UserDetails) {
-    user(out, &details.user);
+fn user_details(out: &mut Vec<u8>, details: &UserDetails, v12: bool) {
+    user(out, &details.user, v12);
     match &details.permissions {
         None => out.put_u32(0),
         Some(permissions) => crate::permissions::put_present(out, permissions),
@@ -301,7 +364,7 @@ mod tests {
         let usage = Usage { size_bytes: 1024, messages_count: 10 };
         let info =
             StreamInfo { id: 0, created_at: 1_700_000_000_000_000, topics_count: 1, usage, name: "orders".into() };
-        stream(&mut out, &info);
+        stream(&mut out, &info, false);
         assert_eq!(out.len(), 43);
         assert_eq!(&out[4..12], &[0x00, 0x40, 0x1e, 0x18, 0x24, 0x0a, 0x06, 0x00]);
         assert_eq!(out[32], 6);
@@ -321,7 +384,7 @@ mod tests {
             memberships: Default::default(),
         };
         let mut out = Vec::new();
-        topic_header(&mut out, &TopicInfo::of(&topic, Usage { size_bytes: 1024, messages_count: 10 }));
+        topic_header(&mut out, &TopicInfo::of(&topic, Usage { size_bytes: 1024, messages_count: 10 }), false);
         assert_eq!(&out[12..16], &1u32.to_le_bytes());
         assert_eq!(&out[16..24], &[0; 8], "message expiry: the server default");
         assert_eq!(out[24], 1);
@@ -346,7 +409,7 @@ mod tests {
             description: "xyz",
         };
         let mut out = Vec::new();
-        option_catalog(&mut out, &[spec]);
+        option_catalog(&mut out, &[spec], false);
         let expected: Vec<u8> = [
             &1u32.to_le_bytes()[..],
             &[2, b'a', b'b', 11],

@@ -29,6 +29,7 @@ mod packaging;
 mod partition_group_faults;
 mod partition_groups;
 mod permissions;
+mod protocol_versions;
 mod quic_datagrams;
 mod replica_plane;
 mod restart;

@@ -65,6 +65,7 @@ fn messages_and_offsets_round_trip() {
             strategy,
             count: 10,
             auto_commit: true,
+            deferred: None,
         }));
     }
     let single = Consumer::Single(Identifier::Name("c".into()));
