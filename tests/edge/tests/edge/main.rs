@@ -2,3 +2,4 @@
 //! against the real server, one module per area.
 
 mod basics;
+mod surface;
