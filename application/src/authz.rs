@@ -5,7 +5,7 @@
 use rill_domain::identifier::Identifier;
 use rill_domain::metadata::Metadata;
 use rill_domain::permissions::Access;
-use rill_domain::wire::command::{Command, MetadataOp, TopicRef};
+use rill_domain::wire::command::{Command, MetadataOp, ResourceTarget, TopicRef};
 
 fn topic(metadata: &Metadata, topic: &TopicRef, access: fn(u32, u32) -> Access) -> Option<Access> {
     metadata.topic_ids(topic).ok().map(|(s, t)| access(s, t))
@@ -66,6 +66,11 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
 
 fn metadata_access(metadata: &Metadata, op: &MetadataOp<'_>) -> Option<Access> {
     match op {
+        MetadataOp::UpdateResource { target: ResourceTarget::Stream(s), .. } => {
+            stream(metadata, s, Access::ManageStream)
+        }
+        MetadataOp::UpdateResource { target: ResourceTarget::Topic(t), .. } => topic(metadata, t, Access::ManageTopic),
+        MetadataOp::UpdateResource { target: ResourceTarget::User(_), .. } => Some(Access::ManageUsers),
         MetadataOp::CreateStream { .. } => Some(Access::CreateStream),
         MetadataOp::UpdateStream { stream: s, .. }
         | MetadataOp::DeleteStream { stream: s }

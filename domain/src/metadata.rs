@@ -12,6 +12,7 @@ use crate::topic_options::TopicSettings;
 use crate::wire::command::{MetadataOp, TopicRef};
 
 mod groups;
+mod resource;
 mod snapshot;
 mod user;
 mod users;
@@ -197,6 +198,7 @@ impl Metadata {
             MetadataOp::CreateConsumerGroup { topic, name } => self.create_group(topic, name),
             MetadataOp::DeleteConsumerGroup { topic, group } => self.delete_group(topic, group),
             MetadataOp::UpdateUser { user, username, status } => self.update_user(user, username, *status),
+            MetadataOp::UpdateResource { target, reset, options } => self.update_resource(target, reset, options),
             MetadataOp::DeleteUser { user } => self.delete_user(user),
             MetadataOp::UpdatePermissions { user, permissions } => self.update_permissions(user, permissions),
             MetadataOp::InsertUser { username, password_hash, status, permissions } => {

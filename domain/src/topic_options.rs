@@ -202,6 +202,11 @@ impl TopicSettings {
         Ok(())
     }
 
+    /// Sets one key from its TLV entry, checked as a create checks it.
+    pub(crate) fn apply_entry(&mut self, key: &str, entry: &Entry<'_>) -> Result<(), ErrorCode> {
+        self.apply_one(key, entry)
+    }
+
     fn apply_one(&mut self, key: &str, entry: &Entry<'_>) -> Result<(), ErrorCode> {
         let bad = ErrorCode::InvalidOptionValue;
         match key {

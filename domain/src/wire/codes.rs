@@ -65,6 +65,8 @@ pub mod operation {
     pub const DELETE_PERSONAL_ACCESS_TOKEN: u8 = 147;
     pub const JOIN_CONSUMER_GROUP: u8 = 148;
     pub const LEAVE_CONSUMER_GROUP: u8 = 149;
+    /// Protocol 0.12: patches a stream, topic or user (`MetadataOp::UpdateResource`).
+    pub const UPDATE_RESOURCE: u8 = 150;
     /// Journal-only operations, outside the protocol's range so no client can send them.
     pub const INSERT_USER: u8 = 200;
     pub const SET_PASSWORD: u8 = 201;
@@ -81,14 +83,14 @@ pub mod operation {
     /// A partition group's own op: the partition starts again empty (creation, purge).
     pub const RESET_PARTITION: u8 = 163;
 
-    /// Metadata operations: 64..=68 (internal) and 128..=149.
+    /// Metadata operations: 64..=68 (internal) and 128..=150.
     pub fn is_metadata(op: u8) -> bool {
-        (64..=68).contains(&op) || (128..=149).contains(&op) && op != DELETE_SEGMENTS
+        (64..=68).contains(&op) || (128..=150).contains(&op) && op != DELETE_SEGMENTS
     }
 
-    /// Whether the byte names any operation the client's decoder accepts.
+    /// Whether the byte names any operation a client's decoder accepts (0.12's included).
     pub fn is_known(op: u8) -> bool {
-        matches!(op, 1..=3 | 64..=68 | 128..=149 | 160..=162)
+        matches!(op, 1..=3 | 64..=68 | 128..=150 | 160..=162)
     }
 }
 
@@ -151,6 +153,7 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::DELETE_PERSONAL_ACCESS_TOKEN, _) => "delete_personal_access_token",
         (o::JOIN_CONSUMER_GROUP, _) => "join_consumer_group",
         (o::LEAVE_CONSUMER_GROUP, _) => "leave_consumer_group",
+        (o::UPDATE_RESOURCE, _) => "update_resource",
         (o::SEND_MESSAGES, _) => "send_messages",
         (o::STORE_CONSUMER_OFFSET, _) => "store_consumer_offset",
         (o::DELETE_CONSUMER_OFFSET, _) => "delete_consumer_offset",

@@ -262,6 +262,13 @@ pub enum MetadataOp<'a> {
     DeleteUser {
         user: Identifier,
     },
+    /// Protocol 0.12's patch of a stream, topic or user: keys set from `options` (a TLV
+    /// block), keys in `reset` back to their defaults, every other key kept.
+    UpdateResource {
+        target: ResourceTarget,
+        reset: Vec<String>,
+        options: &'a [u8],
+    },
     UpdatePermissions {
         user: Identifier,
         permissions: Option<Permissions>,
@@ -313,6 +320,14 @@ pub enum MetadataOp<'a> {
         synced: u128,
         timeout_us: u64,
     },
+}
+
+/// What an UPDATE_RESOURCE patches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceTarget {
+    Stream(Identifier),
+    Topic(TopicRef),
+    User(Identifier),
 }
 
 /// Why a request cannot be decoded; the transport maps these to a status or an eviction.

@@ -10,7 +10,8 @@ use crate::topic_options;
 use crate::version::Dialect;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::command::{
-    Command, Consumer, Credentials, DecodeError, DeferredPoll, MetadataOp, Partitioning, PollRequest, TopicRef,
+    Command, Consumer, Credentials, DecodeError, DeferredPoll, MetadataOp, Partitioning, PollRequest, ResourceTarget,
+    TopicRef,
 };
 use crate::wire::{membership, users};
 
@@ -53,6 +54,9 @@ impl<'a> Command<'a> {
     /// Decodes a request of a connection speaking `dialect`. A command the dialect retired
     /// or does not know is an unknown code (the client gets InvalidCommand).
     pub fn decode_in(dialect: Dialect, operation: u8, nr_code: u32, body: &'a [u8]) -> Result<Self, DecodeError> {
+        if dialect == Dialect::V11 && operation == op::UPDATE_RESOURCE {
+            return Err(DecodeError::UnknownOperation(operation));
+        }
         if retired(dialect, operation, nr_code) {
             return Err(DecodeError::UnknownCode(if operation == op::NON_REPLICATED {
                 nr_code
@@ -258,6 +262,32 @@ fn decode_non_replicated<'a>(
     })
 }
 
+/// `[scope u8][identifiers][reset_count u8][reset key u8-len]*[options TLV to the end]`;
+/// a key both set and reset, or reset twice, is malformed.
+fn decode_update_resource<'a>(reader: &mut Reader<'a>) -> Result<MetadataOp<'a>, ErrorCode> {
+    let target = match reader.u8()? {
+        topic_options::SCOPE_TOPIC => ResourceTarget::Topic(topic_ref(reader)?),
+        topic_options::SCOPE_STREAM => ResourceTarget::Stream(Identifier::decode(reader)?),
+        topic_options::SCOPE_USER => ResourceTarget::User(Identifier::decode(reader)?),
+        _ => return Err(ErrorCode::InvalidFormat),
+    };
+    let count = reader.u8()?;
+    let mut reset: Vec<String> = Vec::with_capacity(count.into());
+    for _ in 0..count {
+        let key = reader.name()?;
+        if reset.contains(&key) {
+            return Err(ErrorCode::InvalidFormat);
+        }
+        reset.push(key);
+    }
+    let options = reader.rest();
+    let entries = crate::wire::tlv::decode_options(options)?;
+    if entries.iter().any(|entry| reset.iter().any(|key| key.as_bytes() == entry.key)) {
+        return Err(ErrorCode::InvalidFormat);
+    }
+    Ok(MetadataOp::UpdateResource { target, reset, options })
+}
+
 /// The commands only protocol 0.12 has; `None` for a code both generations share.
 fn decode_v12_only<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Option<Command<'a>>, ErrorCode> {
     Ok(Some(match nr_code {
@@ -344,6 +374,7 @@ impl<'a> MetadataOp<'a> {
             op::DELETE_CONSUMER_GROUP => {
                 MetadataOp::DeleteConsumerGroup { topic: topic_ref(reader)?, group: Identifier::decode(reader)? }
             }
+            op::UPDATE_RESOURCE => decode_update_resource(reader)?,
             other if users::is_user_op(other) => users::decode_op(other, reader)?,
             other if membership::is_membership_op(other) => membership::decode_op(other, reader)?,
             _ => {

@@ -3,3 +3,4 @@
 
 mod basics;
 mod surface;
+mod updates;
