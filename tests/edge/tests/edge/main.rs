@@ -2,5 +2,6 @@
 //! against the real server, one module per area.
 
 mod basics;
+mod mixed;
 mod surface;
 mod updates;
