@@ -240,6 +240,71 @@ fn http_seeds(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `[version 0.12.2][sdk name][sdk version]`, as the 0.12.2 Rust client opens a login or a
+/// session binding.
+fn v12_version_info() -> Vec<u8> {
+    let mut body = (12u32 << 10 | 2).to_le_bytes().to_vec();
+    for text in ["rust-sdk", "0.11.1-edge.9"] {
+        body.push(text.len() as u8);
+        body.extend_from_slice(text.as_bytes());
+    }
+    body
+}
+
+/// The bodies only 0.12 clients send, laid out as the 0.12.2 Rust client writes them.
+fn v12_seeds(dir: &Path) -> std::io::Result<()> {
+    let secret = [0x5a; 32];
+    let name = |text: &str| [&[text.len() as u8][..], text.as_bytes()].concat();
+    let login = [v12_version_info(), secret.to_vec(), name("iggy"), name("iggy"), vec![0; 4]].concat();
+    let token = [v12_version_info(), secret.to_vec(), name("a-token"), vec![0; 4]].concat();
+    let bind = [
+        v12_version_info(),
+        7u128.to_le_bytes().to_vec(),
+        3u64.to_le_bytes().to_vec(),
+        12u64.to_le_bytes().to_vec(),
+        secret.to_vec(),
+    ]
+    .concat();
+    let topic_ids = [&[1u8, 4, 1, 0, 0, 0][..], &name("orders")[..]].concat();
+    let route = [topic_ids.clone(), 0u32.to_le_bytes().to_vec()].concat();
+    let mut poll = Command::PollMessages(PollRequest {
+        consumer: Consumer::Single(Identifier::Numeric(7)),
+        topic: topic(),
+        partition_id: Some(0),
+        strategy: PollingStrategy::Next,
+        count: 10,
+        auto_commit: false,
+        deferred: None,
+    })
+    .encode()
+    .expect("a poll encodes")
+    .body;
+    for value in [
+        1_000_000u64.to_le_bytes().to_vec(),
+        1u32.to_le_bytes().to_vec(),
+        (1u32 << 20).to_le_bytes().to_vec(),
+        2_000_000u64.to_le_bytes().to_vec(),
+    ] {
+        poll.extend_from_slice(&value);
+    }
+    let mut patch = [&[1u8][..], &topic_ids, &[1], &name("max_topic_size")].concat();
+    tlv::put(&mut patch, "message_expiry", tlv::KIND_STRING, b"1h");
+    tlv::put(&mut patch, "name", tlv::KIND_STRING, b"renamed");
+    let seeds: [(&str, u8, u32, &[u8]); 7] = [
+        ("login", 1, 0, &login),
+        ("token-login", 1, 0, &token),
+        ("bind-session", 2, 15, &bind),
+        ("route", 2, 105, &route),
+        ("deferred-poll", 2, 106, &poll),
+        ("cancel", 2, 108, &[]),
+        ("update-resource", 150, 0, &patch),
+    ];
+    for (seed, operation, code, body) in seeds {
+        write(dir, "request_frame_v12", seed, &frame(operation, code, body))?;
+    }
+    Ok(())
+}
+
 fn main() -> std::io::Result<()> {
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fuzz/corpus".into()));
     let batch = sample_batch(3);
@@ -261,6 +326,16 @@ fn main() -> std::io::Result<()> {
         let batch = sample_batch(count);
         write(&dir, "message_batch", &format!("batch-{count}"), &[&count.to_le_bytes()[..], &batch].concat())?;
     }
+    for (index, command) in commands(&batch, &options).iter().enumerate() {
+        let Ok(encoded) = command.encode() else { continue };
+        let mut seed = frame(encoded.operation, encoded.code, &encoded.body);
+        // A routed 0.12 request: incarnation, owner generation, metadata op.
+        for (at, value) in [(200, 1_700_000_000_000_000u64), (208, 0), (216, 12)] {
+            seed[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        write(&dir, "request_frame_v12", &format!("command-{index}"), &seed)?;
+    }
+    v12_seeds(&dir)?;
     journal_seeds(&dir)?;
     partition_seeds(&dir)?;
     http_seeds(&dir)?;

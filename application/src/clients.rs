@@ -45,7 +45,8 @@ impl ClientRegistry {
     /// Registers a new connection served by `shard`; returns its client id (from 1).
     pub fn connect(&self, address: String, transport: Transport, shard: u16) -> u32 {
         let client_id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let info = ClientInfo { client_id, user_id: None, transport: transport as u8, address };
+        let protocol = rill_domain::version::Dialect::V11;
+        let info = ClientInfo { client_id, user_id: None, transport: transport as u8, address, protocol };
         self.lock().insert(client_id, ClientEntry { info, shard, session: None });
         client_id
     }
@@ -108,5 +109,20 @@ impl ClientRegistry {
 
     pub fn count(&self) -> u32 {
         self.lock().len() as u32
+    }
+
+    /// Records the protocol generation a connection's login chose.
+    pub fn set_protocol(&self, client_id: u32, protocol: rill_domain::version::Dialect) {
+        if let Some(entry) = self.lock().get_mut(&client_id) {
+            entry.info.protocol = protocol;
+        }
+    }
+
+    /// How many connected clients speak each protocol generation, 0.11 first.
+    pub fn count_by_protocol(&self) -> [(rill_domain::version::Dialect, u32); 2] {
+        use rill_domain::version::Dialect;
+        let clients = self.lock();
+        let count = |dialect| clients.values().filter(|entry| entry.info.protocol == dialect).count() as u32;
+        [(Dialect::V11, count(Dialect::V11)), (Dialect::V12, count(Dialect::V12))]
     }
 }

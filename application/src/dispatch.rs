@@ -226,6 +226,7 @@ impl<E: Env> Shard<E> {
         // A new login starts unattached: an attachment was the previous login's to use.
         connection.detach();
         self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
+        self.shared.sessions.clients.set_protocol(connection.client_id, dialect);
         self.shared.sessions.clients.set_session(connection.client_id, Some((header.client, session)));
         let mut body = Vec::new();
         response::login(dialect, &mut body, user_id, session);

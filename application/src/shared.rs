@@ -449,6 +449,11 @@ impl GatewayContext {
         self.0.sessions.clients.count()
     }
 
+    /// Connected clients per protocol generation.
+    pub fn clients_by_protocol(&self) -> [(rill_domain::version::Dialect, u32); 2] {
+        self.0.sessions.clients.count_by_protocol()
+    }
+
     pub fn shard_count(&self) -> u16 {
         self.0.shard_count
     }

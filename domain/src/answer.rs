@@ -100,6 +100,8 @@ pub struct ClientInfo {
     pub user_id: Option<u32>,
     pub transport: u8,
     pub address: String,
+    /// The protocol generation its login chose (0.11 before one).
+    pub protocol: crate::version::Dialect,
 }
 
 /// The numeric part of GET_STATS plus its strings and trailers.

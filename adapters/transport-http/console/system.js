@@ -11,6 +11,7 @@ export async function clientsPage(ctx) {
     ['User id', (c) => (c.user_id === null || c.user_id === undefined ? 'not logged in' : String(c.user_id))],
     ['Address', (c) => c.address],
     ['Transport', (c) => c.transport],
+    ['Protocol', (c) => c.protocol],
     ['Consumer groups', (c) => fmtNumber(c.consumer_groups_count)],
   ], clients, { class: 'clients-table' })));
   ctx.every(5000, async () => {

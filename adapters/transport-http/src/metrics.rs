@@ -266,6 +266,14 @@ fn render_consumers(out: &mut String, partitions: &[PartitionLine]) {
 
 /// Connections per transport and binary-protocol error replies per status code.
 fn render_connections(out: &mut String, context: &GatewayContext) {
+    let _ = writeln!(
+        out,
+        "# HELP rill_clients_by_protocol Connected clients by the protocol generation their login chose."
+    );
+    let _ = writeln!(out, "# TYPE rill_clients_by_protocol gauge");
+    for (protocol, count) in context.clients_by_protocol() {
+        let _ = writeln!(out, "rill_clients_by_protocol{{protocol=\"{}\"}} {count}", protocol.label());
+    }
     let _ = writeln!(out, "# HELP rill_connections Connected clients per transport.\n# TYPE rill_connections gauge");
     for (transport, count) in context.connections_by_transport() {
         let _ = writeln!(out, "rill_connections{{transport=\"{transport}\"}} {count}");

@@ -157,6 +157,7 @@ fn client(info: &ClientInfo, groups_count: usize) -> Map<String, Value> {
         "user_id": info.user_id,
         "address": info.address,
         "transport": transport_name(info.transport),
+        "protocol": info.protocol.label(),
         "consumer_groups_count": groups_count,
     });
     let Value::Object(map) = document else { unreachable!("a JSON object") };

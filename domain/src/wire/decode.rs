@@ -398,6 +398,7 @@ impl<'a> MetadataOp<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::command::ResourceTarget;
 
     fn login_body(tail: &[u8]) -> Vec<u8> {
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 8];
@@ -438,6 +439,82 @@ mod tests {
         assert_eq!(topic.topic, Identifier::Name("orders".into()));
         assert_eq!(partitioning, Partitioning::PartitionId(0));
         assert_eq!((messages_count, batch.len()), (2, 8));
+    }
+
+    fn v12_version_info() -> Vec<u8> {
+        let mut body = vec![0x02, 0x30, 0x00, 0x00, 8];
+        body.extend_from_slice(b"rust-sdk");
+        body.push(13);
+        body.extend_from_slice(b"0.11.1-edge.9");
+        body
+    }
+
+    #[test]
+    fn decodes_the_0_12_login_session_binding_and_patch() {
+        let login = [v12_version_info(), vec![9; 32], b"\x04iggy\x04iggy\x00\x00\x00\x00".to_vec()].concat();
+        let Ok(Command::Register { credentials, bind_secret, .. }) = Command::decode_in(Dialect::V12, 1, 0, &login)
+        else {
+            panic!("not a register");
+        };
+        assert_eq!(credentials, Credentials::Password { username: "iggy".into(), password: "iggy".into() });
+        assert_eq!(bind_secret, Some([9; 32]));
+        // The same body read as 0.11 has no credentials where the secret is.
+        let bind =
+            [v12_version_info(), 7u128.to_le_bytes().to_vec(), vec![3, 0, 0, 0, 0, 0, 0, 0], vec![0; 8], vec![1; 32]]
+                .concat();
+        let Ok(Command::BindSession { client, session, .. }) = Command::decode_in(Dialect::V12, 2, 15, &bind) else {
+            panic!("not a binding");
+        };
+        assert_eq!((client, session), (7, 3));
+        assert_eq!(Command::decode(2, 15, &bind), Err(DecodeError::UnknownCode(15)), "0.11 has no binding");
+
+        let mut patch = vec![2, 1, 4, 1, 0, 0, 0, 0];
+        crate::wire::tlv::put(&mut patch, "name", crate::wire::tlv::KIND_STRING, b"renamed");
+        let Ok(Command::Metadata(MetadataOp::UpdateResource { target, reset, .. })) =
+            Command::decode_in(Dialect::V12, op::UPDATE_RESOURCE, 0, &patch)
+        else {
+            panic!("not a patch");
+        };
+        assert_eq!((target, reset.len()), (ResourceTarget::Stream(Identifier::Numeric(1)), 0));
+        let mut both = vec![2, 1, 4, 1, 0, 0, 0, 1, 4];
+        both.extend_from_slice(b"name");
+        crate::wire::tlv::put(&mut both, "name", crate::wire::tlv::KIND_STRING, b"renamed");
+        assert!(Command::decode_in(Dialect::V12, op::UPDATE_RESOURCE, 0, &both).is_err(), "set and reset at once");
+    }
+
+    #[test]
+    fn retired_codes_are_unknown_to_0_12_and_deferred_terms_are_checked() {
+        assert_eq!(
+            Command::decode_in(Dialect::V12, 2, code::FLUSH_UNSAVED_BUFFER, &[]),
+            Err(DecodeError::UnknownCode(102))
+        );
+        assert!(Command::decode_in(Dialect::V12, op::PURGE_TOPIC, 0, &[]).is_err());
+        let poll = Command::PollMessages(PollRequest {
+            consumer: Consumer::Single(Identifier::Numeric(7)),
+            topic: TopicRef { stream: Identifier::Numeric(1), topic: Identifier::Numeric(2) },
+            partition_id: Some(0),
+            strategy: PollingStrategy::Next,
+            count: 10,
+            auto_commit: false,
+            deferred: None,
+        })
+        .encode()
+        .expect("a poll encodes")
+        .body;
+        let terms = |wait: u64, min: u32, bytes: u32, timeout: u64| {
+            let terms = [wait.to_le_bytes().to_vec(), min.to_le_bytes().to_vec(), bytes.to_le_bytes().to_vec()];
+            [poll.clone(), terms.concat(), timeout.to_le_bytes().to_vec()].concat()
+        };
+        fn decode(body: &[u8]) -> Result<Command<'_>, DecodeError> {
+            Command::decode_in(Dialect::V12, 2, code::POLL_MESSAGES_DEFERRED, body)
+        }
+        assert!(
+            matches!(decode(&terms(1_000_000, 1, 1 << 20, 2_000_000)), Ok(Command::PollMessages(p)) if p.deferred.is_some())
+        );
+        assert!(decode(&terms(1_000_000, 0, 1 << 20, 2_000_000)).is_err(), "min_count 0");
+        assert!(decode(&terms(1_000_000, 11, 1 << 20, 2_000_000)).is_err(), "min_count above count");
+        assert!(decode(&terms(1_000_000, 1, 1 << 20, 1_500_000)).is_err(), "timeout shorter than wait and margin");
+        assert!(decode(&terms(0, 1, 100, 2_000_000)).is_err(), "byte budget under one message");
     }
 
     #[test]

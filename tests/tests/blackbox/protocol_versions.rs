@@ -87,3 +87,29 @@ async fn a_login_chooses_its_connections_dialect() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_the_client_list_show_each_clients_protocol() -> anyhow::Result<()> {
+    use iggy::prelude::*;
+    use rill_tests::http::{get, metric};
+    let http = format!("127.0.0.1:{}", rill_tests::free_port());
+    let server = TestServer::start_with_env(&[("IGGY_HTTP_ENABLED", "true"), ("IGGY_HTTP_ADDRESS", http.as_str())])?;
+    let root = rill_tests::connect_root(&server.tcp_address()).await?;
+    let token = root.create_personal_access_token("metrics", IggyExpiry::NeverExpire).await?.token;
+    let mut edge = raw::connect(&server.tcp_address())?;
+    let body = login_body(pack(0, 12, 2), Some(&[3; 32]));
+    raw::send(&mut edge, &Request::register(CLIENT, RANDOM_IDENTIFIER).frame(&body));
+    assert_eq!(raw::read_frame(&mut edge).expect_frame("the login reply").status(), 0);
+
+    let (status, text) = get(&http, "/metrics", Some(&token))?;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(metric(&text, "rill_clients_by_protocol{protocol=\"0.11\"}"), Some(1), "{text}");
+    assert_eq!(metric(&text, "rill_clients_by_protocol{protocol=\"0.12\"}"), Some(1), "{text}");
+    let (_, clients) = get(&http, "/clients", Some(&token))?;
+    let clients: serde_json::Value = serde_json::from_str(&clients)?;
+    let mut protocols: Vec<&str> =
+        clients.as_array().into_iter().flatten().filter_map(|c| c["protocol"].as_str()).collect();
+    protocols.sort_unstable();
+    assert_eq!(protocols, ["0.11", "0.12"]);
+    Ok(())
+}
