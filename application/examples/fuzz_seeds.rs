@@ -16,6 +16,7 @@ use rill_domain::batch;
 use rill_domain::identifier::Identifier;
 use rill_domain::permissions::Permissions;
 use rill_domain::polling::PollingStrategy;
+use rill_domain::version::Dialect;
 use rill_domain::vsr::{Entry, LogSuffix, Message, ROOT_CHECKSUM, Superblock, encode_message};
 use rill_domain::wire::command::{Command, Consumer, MetadataOp, Partitioning, PollRequest, TopicRef};
 use rill_domain::wire::header::RequestHeader;
@@ -265,7 +266,7 @@ fn v12_seeds(dir: &Path) -> std::io::Result<()> {
         secret.to_vec(),
     ]
     .concat();
-    let topic_ids = [&[1u8, 4, 1, 0, 0, 0][..], &name("orders")[..]].concat();
+    let topic_ids = [&[1u8, 4, 1, 0, 0, 0, 2][..], &name("orders")[..]].concat();
     let route = [topic_ids.clone(), 0u32.to_le_bytes().to_vec()].concat();
     let mut poll = Command::PollMessages(PollRequest {
         consumer: Consumer::Single(Identifier::Numeric(7)),
@@ -290,16 +291,37 @@ fn v12_seeds(dir: &Path) -> std::io::Result<()> {
     let mut patch = [&[1u8][..], &topic_ids, &[1], &name("max_topic_size")].concat();
     tlv::put(&mut patch, "message_expiry", tlv::KIND_STRING, b"1h");
     tlv::put(&mut patch, "name", tlv::KIND_STRING, b"renamed");
-    let seeds: [(&str, u8, u32, &[u8]); 7] = [
+    // A fetch of partitions 0 (from offset 5) and 1 (from the next one) of "orders".
+    let mut fetch = [&[1u8, 1, 4][..], &7u32.to_le_bytes(), &topic_ids].concat();
+    for value in
+        [&1_000_000u64.to_le_bytes()[..], &2_000_000u64.to_le_bytes(), &1u32.to_le_bytes(), &10u32.to_le_bytes()]
+    {
+        fetch.extend_from_slice(value);
+    }
+    fetch.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    fetch.push(1);
+    fetch.extend_from_slice(&2u32.to_le_bytes());
+    for (partition, kind, value) in [(0u32, 1u8, 5u64), (1, 5, 0)] {
+        fetch.extend_from_slice(&partition.to_le_bytes());
+        fetch.push(kind);
+        fetch.extend_from_slice(&value.to_le_bytes());
+        fetch.extend_from_slice(&(1u32 << 16).to_le_bytes());
+        fetch.extend_from_slice(&[0; 16]);
+    }
+    let seeds: [(&str, u8, u32, &[u8]); 8] = [
         ("login", 1, 0, &login),
         ("token-login", 1, 0, &token),
         ("bind-session", 2, 15, &bind),
         ("route", 2, 105, &route),
         ("deferred-poll", 2, 106, &poll),
         ("cancel", 2, 108, &[]),
+        ("fetch", 2, 109, &fetch),
         ("update-resource", 150, 0, &patch),
     ];
     for (seed, operation, code, body) in seeds {
+        // A seed the decoder refuses would only start the fuzzer at the first error check.
+        let decodes = operation == 1 || Command::decode_in(Dialect::V12, operation, code, body).is_ok();
+        assert!(decodes, "the {seed} seed decodes");
         write(dir, "request_frame_v12", seed, &frame(operation, code, body))?;
     }
     Ok(())

@@ -31,6 +31,7 @@ pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Opti
         Command::PollMessages(request) | Command::GetPollRouting(request) | Command::PollMessagesOnPrimary(request) => {
             topic(metadata, &request.topic, Access::Poll)
         }
+        Command::FetchMessages(request) => topic(metadata, &request.topic, Access::Poll),
         Command::GetPartitionRoute { topic: t, .. } => topic(metadata, t, Access::ReadTopic),
         Command::GetConsumerOffset { topic: t, .. }
         | Command::GetConsumerOffsetRouting { topic: t, .. }

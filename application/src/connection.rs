@@ -2,11 +2,14 @@
 //! login bound to it, where its partition traffic goes, and what a transport does with a
 //! request's result.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use rill_domain::affinity::Affinity;
 use rill_domain::version::Dialect;
+use rill_domain::wire::codes::code;
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::ReplySocket;
@@ -50,6 +53,13 @@ pub struct Connection {
     reply_socket: Option<Arc<dyn ReplySocket>>,
     /// The protocol generation the connection's login chose (0.11 until one does).
     dialect: Cell<Dialect>,
+    /// Its deferred polls waiting now, by request number: a CANCEL_DEFERRED_REQUEST naming
+    /// one notifies it.
+    waiting: RefCell<HashMap<u64, Rc<event_listener::Event>>>,
+    /// Requests served beside the connection's loop whose replies are not yet written
+    /// (see [`Connection::may_wait`]); owners on other shards do not write to the socket
+    /// then, so no two replies interleave.
+    detached: Cell<u32>,
 }
 
 /// What a connection is, apart from its socket: enough to go on serving it on another shard.
@@ -78,6 +88,8 @@ impl Connection {
             attached,
             reply_socket: None,
             dialect: Cell::new(dialect),
+            waiting: RefCell::default(),
+            detached: Cell::new(0),
         }
     }
 
@@ -106,6 +118,29 @@ impl Connection {
         self.dialect.set(dialect);
     }
 
+    /// Registers deferred poll `request` as waiting; the event ends its wait.
+    pub(crate) fn start_waiting(&self, request: u64) -> Rc<event_listener::Event> {
+        let event = Rc::new(event_listener::Event::new());
+        self.waiting.borrow_mut().insert(request, event.clone());
+        event
+    }
+
+    pub(crate) fn stop_waiting(&self, request: u64) {
+        self.waiting.borrow_mut().remove(&request);
+    }
+
+    /// Ends the wait of deferred poll `request`, if it waits.
+    pub(crate) fn cancel_waiting(&self, request: u64) {
+        if let Some(event) = self.waiting.borrow().get(&request) {
+            event.notify(usize::MAX);
+        }
+    }
+
+    /// Whether a deferred poll of this connection waits (a connection does not move then).
+    pub fn has_waiting(&self) -> bool {
+        !self.waiting.borrow().is_empty()
+    }
+
     pub fn bound(&self) -> Option<BoundSession> {
         self.bound.get()
     }
@@ -122,7 +157,39 @@ impl Connection {
 
     /// The socket a partition's owner on another shard may write a send's reply to.
     pub(crate) fn reply_socket(&self) -> Option<Arc<dyn ReplySocket>> {
+        if self.detached.get() > 0 {
+            return None;
+        }
         self.reply_socket.clone()
+    }
+
+    /// Whether request `code` may wait on this connection (a 0.12 deferred poll or fetch):
+    /// a transport that can write from another task serves it there, so the requests
+    /// behind it (PINGs among them) are not held up by its wait.
+    pub fn may_wait(&self, code: u32) -> bool {
+        self.dialect.get() == Dialect::V12 && matches!(code, code::POLL_MESSAGES_DEFERRED | code::FETCH_MESSAGES)
+    }
+
+    /// Counts a request served beside the loop until [`Connection::end_detached`].
+    pub fn begin_detached(&self) {
+        self.detached.set(self.detached.get() + 1);
+    }
+
+    pub fn end_detached(&self) {
+        self.detached.set(self.detached.get().saturating_sub(1));
+    }
+
+    /// Whether a request served beside the loop is still unanswered (the connection
+    /// neither moves nor hands its socket to other shards then).
+    pub fn has_detached(&self) -> bool {
+        self.detached.get() > 0
+    }
+
+    /// Ends every wait of the connection's deferred polls (it is closing).
+    pub fn cancel_all_waiting(&self) {
+        for event in self.waiting.borrow().values() {
+            event.notify(usize::MAX);
+        }
     }
 
     pub(crate) fn attachment(&self) -> Option<(u128, u64)> {

@@ -174,7 +174,7 @@ impl<E: Env> Shard<E> {
                     dialect,
                 });
                 let request = (header.operation, header.code, frame, HEADER_SIZE);
-                let result = self.run(caller, Some(connection), request, header.partition_incarnation, direct).await;
+                let result = self.run(caller, Some(connection), request, header, direct).await;
                 Outcome::Reply(self.reply_frame(header, dialect, result))
             }
         }
@@ -241,7 +241,7 @@ impl<E: Env> Shard<E> {
         caller: Caller,
         connection: Option<&Connection>,
         (operation, code, buf, body_start): (u8, u32, PoolBuf, usize),
-        incarnation: u64,
+        header: &RequestHeader,
         direct: Option<crate::ports::DirectReply>,
     ) -> BusReply {
         let body = &buf[body_start..];
@@ -253,7 +253,7 @@ impl<E: Env> Shard<E> {
         if let Some(access) = self.metadata_view(|m| crate::authz::required(m, caller.user_id, &command)) {
             self.authorize(caller.user_id, access)?;
         }
-        self.check_incarnation(incarnation, &command)?;
+        self.check_incarnation(header.partition_incarnation, &command)?;
         if let Some(connection) = connection
             && let Some(owner) = self.route_hint(&command)
         {
@@ -269,6 +269,29 @@ impl<E: Env> Shard<E> {
             Command::AttachConsumerSession { client, session, .. } => {
                 let connection = connection.ok_or(ErrorCode::FeatureUnavailable)?;
                 self.attach_consumer_session(connection, caller.user_id, client, session).map(Reply::Answer)
+            }
+            Command::PollMessages(request) if request.deferred.is_some_and(|terms| terms.wait_us > 0) => {
+                let Some(connection) = connection else { return self.poll_messages(caller.client, &request).await };
+                let cancel = connection.start_waiting(header.request);
+                let reply = self.poll_deferred(caller.client, &request, Some(cancel)).await;
+                connection.stop_waiting(header.request);
+                reply
+            }
+            Command::FetchMessages(request) => {
+                let Some(connection) = connection else {
+                    return self.fetch_messages(caller.client, &request, None).await;
+                };
+                let cancel = connection.start_waiting(header.request);
+                let reply = self.fetch_messages(caller.client, &request, Some(cancel)).await;
+                connection.stop_waiting(header.request);
+                reply
+            }
+            Command::CancelDeferred => {
+                if let Some(connection) = connection {
+                    connection.cancel_waiting(header.request);
+                }
+                // The cancelled poll answers; the cancel itself never does.
+                Ok(Reply::Sent(None))
             }
             Command::PollMessagesOnPrimary(request) => {
                 let coordinator = self.attached_coordinator(connection)?;
@@ -321,8 +344,6 @@ impl<E: Env> Shard<E> {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata(caller.dialect)),
             Command::GetPartitionRoute { topic, partition_id } => self.partition_route(&topic, partition_id),
-            // No poll waits yet, so there is nothing to cancel.
-            Command::CancelDeferred => Ok(rill_domain::answer::Answer::Nothing),
             Command::GetPollRouting(request) => self.routing(&caller, &request.topic, request.partition_id),
             Command::GetConsumerOffsetRouting { topic, partition_id, .. } => {
                 self.routing(&caller, &topic, partition_id)
@@ -367,6 +388,8 @@ impl<E: Env> Shard<E> {
             | Command::StoreConsumerOffset { .. }
             | Command::DeleteConsumerOffset { .. }
             | Command::AttachConsumerSession { .. }
+            | Command::CancelDeferred
+            | Command::FetchMessages(_)
             | Command::PollMessagesOnPrimary(_) => unreachable!("partition and connection commands are executed above"),
         }
     }
@@ -396,7 +419,8 @@ impl<E: Env> Shard<E> {
             _ => {
                 let caller = Caller { client: 0, client_id: 0, user_id, session: 0, dialect: Dialect::V11 };
                 let (operation, code) = (request.operation, request.code);
-                self.run(caller, None, (operation, code, PoolBuf::plain(request.body), 0), 0, None).await
+                let header = RequestHeader::default();
+                self.run(caller, None, (operation, code, PoolBuf::plain(request.body), 0), &header, None).await
             }
         }
     }

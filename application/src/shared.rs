@@ -47,6 +47,9 @@ pub struct PartitionStats {
     /// Stored consumer and group offsets, republished when one changes (not on the send
     /// path), for the consumer-lag metric.
     stored_offsets: std::sync::Mutex<Vec<(ConsumerKey, u64)>>,
+    /// Notified after every append, on whichever shard owns the partition: wakes the
+    /// deferred polls waiting for its messages, on any shard.
+    pub appended: event_listener::Event,
 }
 
 /// What a partition's owner publishes about it after each operation.
@@ -75,6 +78,7 @@ impl PartitionStats {
             polled_messages: AtomicU64::new(0),
             polled_bytes: AtomicU64::new(0),
             stored_offsets: std::sync::Mutex::new(Vec::new()),
+            appended: event_listener::Event::new(),
         }
     }
 
@@ -98,6 +102,12 @@ impl PartitionStats {
 
     pub fn first_offset(&self) -> u64 {
         self.first_offset.load(Ordering::Relaxed)
+    }
+
+    /// Counts an append of `messages` and wakes every poll waiting on the partition.
+    pub fn note_appended(&self, messages: u64) {
+        self.appended_messages.fetch_add(messages, Ordering::Relaxed);
+        self.appended.notify(usize::MAX);
     }
 
     /// The log's incarnation; never zero once the partition is served.

@@ -313,3 +313,23 @@ fn a_log_restart_that_failed_half_way_finishes_when_tried_again() {
     assert_eq!((reopened.first_offset(), reopened.next_offset()), (40, 42));
     assert_eq!(read_all(&reopened, 40, 100), vec!["message-0040", "message-0041"]);
 }
+
+#[test]
+fn a_poll_byte_budget_takes_whole_batches_that_fit_and_always_the_first() {
+    let storage = SimStorage::new();
+    let mut log = open(&storage, settings(1 << 30, false));
+    for i in 0..6 {
+        block_on(log.append(&storage, batch_of(i * 3, 3), 10 + i as u64)).unwrap();
+    }
+    // Settings flush at 4 messages: the first batches are on disk, the last in the journal.
+    let batch_len = batch_of(0, 3).len();
+    let budget = |batches: usize, spare: usize| (POLL_PREFIX_SIZE + batches * batch_len + spare) as u32;
+    let polled = |start: u64, max_bytes: u32| {
+        block_on(log.plan_poll(start, PollLimit::within(100, max_bytes), common::pool()).read()).unwrap().messages
+    };
+    assert_eq!(polled(0, budget(2, batch_len - 1)), 6, "a third batch does not fit");
+    assert_eq!(polled(0, budget(3, 0)), 9);
+    assert_eq!(polled(12, budget(1, 0)), 3, "journal batches keep to the budget too");
+    assert_eq!(polled(0, 1), 3, "the first batch comes whatever the budget");
+    assert_eq!(polled(0, 0), 18, "no budget: the server's cap");
+}

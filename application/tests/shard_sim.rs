@@ -71,7 +71,7 @@ struct PartitionModel {
 }
 
 enum Done {
-    Reply(Client, Result<Vec<u8>, u32>),
+    Reply(Box<Client>, Result<Vec<u8>, u32>),
     /// Segments the pass deleted.
     Retention(u32),
     Retry,
@@ -338,7 +338,7 @@ impl Run {
         }
         let future = Box::pin(async move {
             let outcome = owner.system.handle(&owner.connection, PoolBuf::plain(frame)).await;
-            Done::Reply(owner, reply_of(outcome))
+            Done::Reply(Box::new(owner), reply_of(outcome))
         });
         self.tasks.push(Task { client: Some(client), request: Some(request), future });
     }
@@ -358,7 +358,7 @@ impl Run {
         }
         if let (Some(client), Some(request), Done::Reply(owner, result)) = (task.client, task.request, done) {
             self.trace(|| format!("client {client} done {}: {}", describe(&request), summary(&result)));
-            self.clients[client] = Some(owner);
+            self.clients[client] = Some(*owner);
             self.complete(request, result);
         }
         true

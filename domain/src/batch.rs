@@ -349,6 +349,24 @@ pub fn copy_part(batch: &[u8], from: u64, max: u32, out: &mut [u8]) -> (u32, usi
     (count, len)
 }
 
+/// The offset after the last message of `batches` (stored batches back to back, as a poll
+/// serves them, parts included); `None` when they hold no message.
+pub fn end_offset(batches: &[u8]) -> Option<u64> {
+    let (mut at, mut end) = (0, None);
+    while batches.len() - at >= BATCH_HEADER_SIZE {
+        let header = BatchHeader::read(&batches[at..]);
+        let len = usize::try_from(header.batch_length).unwrap_or(usize::MAX);
+        if len < BATCH_HEADER_SIZE || len > batches.len() - at {
+            break;
+        }
+        if let Some(last) = frames(&batches[at..at + len]).last() {
+            end = Some(header.base_offset + u64::from(last.offset_delta) + 1);
+        }
+        at += len;
+    }
+    end
+}
+
 /// Appends to `out` the part of a stored batch holding offsets `from..` (at most `max`
 /// messages), as [`copy_part`] writes it. Returns the number of messages appended.
 pub fn append_slice(batch: &[u8], from: u64, max: u32, out: &mut Vec<u8>) -> u32 {

@@ -98,6 +98,8 @@ pub enum ErrorCode {
     ConsumerGroupNameAlreadyExists = 5004,
     InvalidConsumerGroupName = 5005,
     ConsumerGroupMemberNotFound = 5006,
+    /// Protocol 0.12: a group member read a partition the group does not assign to it.
+    ConsumerGroupPartitionNotOwned = 5009,
     IoError = 13000,
 }
 

@@ -1,4 +1,5 @@
-//! The system clock adapter: wall time from `SystemTime`, monotonic time from `Instant`.
+//! The system clock adapter: wall time from `SystemTime`, monotonic time from `Instant`,
+//! sleeps on the shard's compio runtime.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,5 +23,9 @@ impl Clock for SystemClock {
 
     fn monotonic_us(&self) -> u64 {
         self.origin.elapsed().as_micros() as u64
+    }
+
+    fn sleep_us(&self, us: u64) -> impl std::future::Future<Output = ()> {
+        compio::time::sleep(std::time::Duration::from_micros(us))
     }
 }

@@ -28,4 +28,9 @@ impl Clock for ManualClock {
     fn monotonic_us(&self) -> u64 {
         self.now_us.get()
     }
+
+    /// Completes at once: simulated time moves only when the test moves it.
+    fn sleep_us(&self, _us: u64) -> impl std::future::Future<Output = ()> {
+        std::future::ready(())
+    }
 }

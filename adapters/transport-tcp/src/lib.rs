@@ -19,7 +19,7 @@ use rill_application::ports::bus::{ConnectionKind, next_connection_shard};
 use rill_application::ports::{ConnectionHandoff, Env};
 use rill_application::{Connection, ConnectionState, Outcome, Shard, Transport};
 use rill_domain::constants::HEADER_SIZE;
-use rill_domain::wire::header::{EvictionReason, encode_eviction, frame_size};
+use rill_domain::wire::header::{EvictionReason, RequestHeader, encode_eviction, frame_size};
 
 /// How long a start waits for a port that is still in use. A predecessor killed with
 /// SIGKILL can hold its listening socket for a moment after it exits, because the kernel
@@ -149,11 +149,14 @@ async fn serve_plain<E: Env>(
         Ok(fd) => connection.with_reply_socket(std::sync::Arc::new(PlainSocket(fd))),
         Err(_) => connection,
     };
+    let detacher = Detacher { stream: Rc::new(stream), writing: Rc::default(), connection: Rc::new(connection) };
+    let connection = &*detacher.connection;
     let mut unbound_since = Instant::now();
     loop {
-        match request_loop(&system, &connection, &mut stream, true, &mut unbound_since).await {
+        let mut reader = &*detacher.stream;
+        match request_loop(&system, connection, &mut reader, Some(&detacher), &mut unbound_since).await {
             Ok(Ended::Moving(target)) => {
-                let Ok(fd) = stream.as_fd().try_clone_to_owned() else { continue };
+                let Ok(fd) = detacher.stream.as_fd().try_clone_to_owned() else { continue };
                 if system.move_connection(target, fd, peer, ConnectionKind::MovedTcp(connection.state())).await.is_ok()
                 {
                     let (client_id, from) = (connection.client_id, system.shard_id());
@@ -168,7 +171,38 @@ async fn serve_plain<E: Env>(
             }
         }
     }
+    connection.cancel_all_waiting();
     system.on_disconnect(connection.client_id).await;
+}
+
+/// What serves a plaintext connection's waiting requests (see [`Connection::may_wait`])
+/// beside its loop: a task per request writes the reply to the shared socket, and every
+/// reply is written whole under `writing`, so none interleave.
+struct Detacher {
+    stream: Rc<TcpStream>,
+    writing: Rc<async_lock::Mutex<()>>,
+    connection: Rc<Connection>,
+}
+
+impl Detacher {
+    /// Serves `frame` in its own task; its reply is written when it is ready.
+    fn spawn<E: Env>(&self, system: &Rc<Shard<E>>, frame: PoolBuf) {
+        let (system, stream, writing) = (system.clone(), self.stream.clone(), self.writing.clone());
+        let connection = self.connection.clone();
+        connection.begin_detached();
+        compio::runtime::spawn(async move {
+            let reply = match system.handle(&connection, frame).await {
+                Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
+            };
+            let _writing = writing.lock().await;
+            let mut writer = &*stream;
+            if let Err(error) = write_reply(&mut writer, reply).await {
+                tracing::debug!(%error, "a waiting request's reply was not written");
+            }
+            connection.end_detached();
+        })
+        .detach();
+    }
 }
 
 /// Registers a new connection, or refuses it with an Eviction when the server already
@@ -192,7 +226,7 @@ pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
 ) {
     let Some(connection) = register(&system, &mut stream, peer).await else { return };
     let mut unbound_since = Instant::now();
-    if let Err(error) = request_loop(&system, &connection, &mut stream, false, &mut unbound_since).await {
+    if let Err(error) = request_loop(&system, &connection, &mut stream, None, &mut unbound_since).await {
         tracing::debug!(%peer, %error, "connection closed");
     }
     system.on_disconnect(connection.client_id).await;
@@ -214,16 +248,18 @@ async fn evict<S: AsyncWrite>(stream: &mut S, connection: &Connection, reason: E
     io::Error::new(io::ErrorKind::TimedOut, why.to_owned())
 }
 
-/// Serves requests until the connection closes or, when it is `movable`, until it should
-/// move to another shard (asked between requests, with nothing of the next one read).
+/// Serves requests until the connection closes or, for a plaintext one (with a
+/// `detacher`), until it should move to another shard (asked between requests, with
+/// nothing of the next one read). With a `detacher`, requests that may wait are served
+/// beside the loop; otherwise every request is answered in turn.
 /// Limits: a header must arrive within the idle limit (logged in) or what is left of the
 /// login timeout since `unbound_since` (no session); a body within the frame timeout; no
 /// frame may exceed the frame size limit.
 async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
-    system: &Shard<E>,
+    system: &Rc<Shard<E>>,
     connection: &Connection,
     stream: &mut S,
-    movable: bool,
+    detacher: Option<&Detacher>,
     unbound_since: &mut Instant,
 ) -> io::Result<Ended> {
     let mut header_buf = vec![0u8; HEADER_SIZE];
@@ -268,23 +304,24 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             frame = PoolBuf::from_vec(body.into_inner(), home);
             result?;
         }
+        if let Some(detacher) = detacher
+            && connection.may_wait(RequestHeader::parse(header_bytes).code)
+        {
+            detacher.spawn(system, frame);
+            continue;
+        }
         let was_bound = connection.bound().is_some();
         let (reply, keep_open) = match system.handle(connection, frame).await {
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        // The reply goes out as it sits in its buffer, which then goes home; an empty one
-        // was written by the partition's owner.
-        let (vec, range, home) = reply.into_vec();
-        if !range.is_empty() {
-            let BufResult(result, vec) = stream.write_all(vec.slice(range.clone())).await;
-            drop(PoolSlice::from_vec(vec.into_inner(), range, home));
-            result?;
-        } else {
-            drop(PoolSlice::from_vec(vec, range, home));
+        {
+            let _writing = match detacher {
+                Some(detacher) => Some(detacher.writing.lock().await),
+                None => None,
+            };
+            write_reply(stream, reply).await?;
         }
-        // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
-        stream.flush().await?;
         if !keep_open {
             return Ok(Ended::Closed);
         }
@@ -292,12 +329,29 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             // Logged out: the login timeout starts again.
             *unbound_since = Instant::now();
         }
-        if let Some(target) = connection.take_move()
-            && movable
+        if detacher.is_some()
+            && !connection.has_detached()
+            && !connection.has_waiting()
+            && let Some(target) = connection.take_move()
         {
             return Ok(Ended::Moving(target));
         }
     }
+}
+
+/// Writes a reply as it sits in its buffer, which then goes home; an empty one was written
+/// by the partition's owner (or needs none).
+async fn write_reply<S: AsyncWrite>(stream: &mut S, reply: PoolSlice) -> io::Result<()> {
+    let (vec, range, home) = reply.into_vec();
+    if !range.is_empty() {
+        let BufResult(result, vec) = stream.write_all(vec.slice(range.clone())).await;
+        drop(PoolSlice::from_vec(vec.into_inner(), range, home));
+        result?;
+    } else {
+        drop(PoolSlice::from_vec(vec, range, home));
+    }
+    // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
+    stream.flush().await
 }
 
 /// A plaintext client socket a partition's owner writes a send's reply to without waiting:

@@ -15,7 +15,10 @@ mod spares;
 pub use log::{Appended, PartitionLog};
 pub use maintenance::{Detached, ScrubChunk, SpareCandidate, remove_detached};
 pub use offsets::{ConsumerKey, ConsumerOffsets};
-pub use poll::{MAX_POLL_BYTES, POLL_PREFIX_SIZE, PollPlan, Polled, REPLY_ROOM, poll_frame_for};
+pub use poll::{
+    MAX_POLL_BYTES, POLL_PREFIX_SIZE, PollLimit, PollPlan, Polled, REPLY_ROOM, note_resolved_start, poll_frame_for,
+    resolved_start,
+};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DELETED_SUFFIX, DamagedBatch, Segment, batch_matches, within_frame};
 pub use settings::{DedupSettings, DirectIo, PartitionDefaults, PartitionSettings};

@@ -20,8 +20,39 @@ use super::segment::{DamagedBatch, batch_matches, within_frame};
 use crate::memory_pool::{MemoryPool, PoolBuf, PoolSlice};
 use crate::ports::{Storage, StorageFile};
 
-/// Poll replies stop adding batches past this many bytes (at least one batch is returned).
+/// Poll replies take no batch that would bring them past this many bytes of batches (the
+/// first batch always comes, whatever its size).
 pub const MAX_POLL_BYTES: usize = 32 * 1024 * 1024;
+
+/// How much a poll may return: messages, and bytes of batches (at least the first batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollLimit {
+    pub messages: u32,
+    pub bytes: usize,
+}
+
+impl PollLimit {
+    /// Up to `messages` messages within the server's byte cap.
+    pub fn messages(messages: u32) -> Self {
+        Self { messages, bytes: MAX_POLL_BYTES }
+    }
+
+    /// Up to `messages` messages in a reply body of at most `max_bytes` (0: the server's
+    /// cap) after a 0.12 poll prefix.
+    pub fn within(messages: u32, max_bytes: u32) -> Self {
+        let bytes = match max_bytes {
+            0 => MAX_POLL_BYTES,
+            max => (max as usize).saturating_sub(POLL_PREFIX_SIZE).min(MAX_POLL_BYTES),
+        };
+        Self { messages, bytes }
+    }
+
+    /// Whether a batch of `len` more bytes would break the byte budget, `bytes` and
+    /// `messages` planned so far (the first batch never does).
+    fn full(&self, messages: u32, bytes: usize, len: usize) -> bool {
+        messages > 0 && bytes + len > self.bytes
+    }
+}
 
 /// Room for the longest poll prefix, before the batches: protocol 0.12's
 /// `[partition_id u32][current_offset u64][messages_count u32][context 24 bytes]`. A poll
@@ -41,6 +72,18 @@ pub fn poll_frame_for(mut frame: PoolSlice, dialect: Dialect) -> PoolSlice {
         frame.advance(unused);
     }
     frame
+}
+
+/// A poll frame carries, in the room its reply header will take, the offset the poll
+/// resolved its start to (the log's end when it found none): a fetch reports it as where
+/// the partition's next read starts. Writing the reply header overwrites it.
+pub fn note_resolved_start(frame: &mut [u8], start: u64) {
+    frame[..8].copy_from_slice(&start.to_le_bytes());
+}
+
+/// The start [`note_resolved_start`] left in a poll frame.
+pub fn resolved_start(frame: &[u8]) -> u64 {
+    u64::from_le_bytes(frame[..8].try_into().expect("a poll frame has room for its header"))
 }
 
 /// One contiguous read of a segment's batches into the frame.
@@ -82,7 +125,8 @@ impl<S: Storage> PartitionLog<S> {
     /// stored batches to read and where, then the journal's batches, copied into the frame
     /// now, while the lock is held. Stops at the byte budget and before a damaged range
     /// too long to be a batch.
-    pub fn plan_poll(&self, start: u64, count: u32, pool: &'static MemoryPool) -> PollPlan<S::File> {
+    pub fn plan_poll(&self, start: u64, limit: PollLimit, pool: &'static MemoryPool) -> PollPlan<S::File> {
+        let count = limit.messages;
         let from = start.max(self.first_offset());
         let (mut next, mut messages, mut bytes) = (from, 0u32, 0usize);
         let mut reads = Vec::new();
@@ -105,7 +149,7 @@ impl<S: Storage> PartitionLog<S> {
                 entries: Vec::new(),
             };
             for entry in &segment.entries[first..] {
-                if messages >= count || bytes >= MAX_POLL_BYTES {
+                if messages >= count || limit.full(messages, bytes, entry.length as usize) {
                     reached_journal = false;
                     break;
                 }
@@ -137,10 +181,13 @@ impl<S: Storage> PartitionLog<S> {
         let mut copies = Vec::new();
         if reached_journal && damaged.is_none() {
             for stored in &self.journal {
-                if messages >= count || bytes >= MAX_POLL_BYTES {
+                if messages >= count {
                     break;
                 }
                 if let Some((range, taken)) = batch::part(stored, next, count - messages) {
+                    if limit.full(messages, bytes, BATCH_HEADER_SIZE + range.len()) {
+                        break;
+                    }
                     copies.push((stored, next, count - messages));
                     bytes += BATCH_HEADER_SIZE + range.len();
                     messages += taken;
@@ -181,7 +228,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Plans and reads a poll in one go, with the lock (if any) held throughout.
     pub async fn poll(&self, start: u64, count: u32, pool: &'static MemoryPool) -> io::Result<Polled> {
-        self.plan_poll(start, count, pool).read().await
+        self.plan_poll(start, PollLimit::messages(count), pool).read().await
     }
 }
 

@@ -187,7 +187,7 @@ impl<E: Env> GroupCore<E> {
         store.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
         match result {
             Ok(Some(appended)) => {
-                partition.stats.appended_messages.fetch_add(u64::from(appended.stored), Ordering::Relaxed);
+                partition.stats.note_appended(u64::from(appended.stored));
                 partition.stats.appended_bytes.fetch_add(appended.bytes, Ordering::Relaxed);
             }
             Ok(None) => {}

@@ -17,7 +17,7 @@ use super::apply::{Target, group_partition};
 use super::core::consumer_kind;
 use super::group::PartitionGroup;
 use crate::memory_pool::PoolSlice;
-use crate::partition::{ConsumerKey, REPLY_ROOM};
+use crate::partition::{ConsumerKey, PollLimit, REPLY_ROOM};
 use crate::partitions::{AutoCommit, Partition, PartitionStore, io_failure, label};
 use crate::ports::{BusReply, Env, PartitionOp, Reply, ShardReply};
 
@@ -50,8 +50,8 @@ impl<E: Env> PartitionGroup<E> {
                 noted.map_err(io_failure("recording a purge"))?;
                 self.replicate_reset(store, namespace, incarnation).await.map(Reply::Answer)
             }
-            PartitionOp::Poll { key, strategy, count, auto_commit } => {
-                self.poll(store, namespace, (key, strategy, count), auto_commit).await
+            PartitionOp::Poll { key, strategy, limit, auto_commit } => {
+                self.poll(store, namespace, (key, strategy, limit), auto_commit).await
             }
             PartitionOp::GetOffset { key } => {
                 let behind = self.behind(namespace).await;
@@ -68,13 +68,13 @@ impl<E: Env> PartitionGroup<E> {
         &self,
         store: &PartitionStore<E>,
         namespace: Namespace,
-        (key, strategy, count): (ConsumerKey, PollingStrategy, u32),
+        (key, strategy, limit): (ConsumerKey, PollingStrategy, PollLimit),
         auto_commit: bool,
     ) -> BusReply {
         let behind = self.behind(namespace).await;
         let commit = if auto_commit { AutoCommit::Returned } else { AutoCommit::Off };
         let mut damaged = None;
-        let polled = store.poll(namespace, key, strategy, count, commit, behind, &mut damaged).await;
+        let polled = store.poll(namespace, key, strategy, limit, commit, behind, &mut damaged).await;
         if let Some(damaged) = &damaged {
             self.repair(store, namespace, damaged).await;
         }
@@ -243,7 +243,8 @@ impl<E: Env> PartitionGroup<E> {
                 if same {
                     log_start = log.first_offset();
                 }
-                (same && from >= log.first_offset() && count > 0).then(|| log.plan_poll(from, count, store.shared.pool))
+                (same && from >= log.first_offset() && count > 0)
+                    .then(|| log.plan_poll(from, PollLimit::messages(count), store.shared.pool))
             };
             if let Some(plan) = plan {
                 match plan.read().await {

@@ -18,7 +18,7 @@ use super::markers::{self, CREATED_AT_MARKER, RESET_MARKER};
 use super::partition::{Partition, label};
 use super::store::PartitionStore;
 use crate::memory_pool::PoolSlice;
-use crate::partition::{Appended, ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, Polled, REPLY_ROOM};
+use crate::partition::{Appended, ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, PollLimit, Polled, REPLY_ROOM};
 use crate::ports::{BusReply, Env, PartitionOp, Reply, ShardReply};
 
 pub(crate) fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
@@ -47,11 +47,11 @@ impl<E: Env> PartitionStore<E> {
     /// Runs an operation on a partition open here, under its lock (a poll plans under it and
     /// reads after it). Lifecycle operations are the owner's.
     pub(crate) async fn execute_local(&self, namespace: Namespace, op: PartitionOp) -> BusReply {
-        if let PartitionOp::Poll { key, strategy, count, auto_commit } = op {
+        if let PartitionOp::Poll { key, strategy, limit, auto_commit } = op {
             let commit = if auto_commit { AutoCommit::Here } else { AutoCommit::Off };
             let mut damaged = None;
             return self
-                .poll(namespace, key, strategy, count, commit, false, &mut damaged)
+                .poll(namespace, key, strategy, limit, commit, false, &mut damaged)
                 .await
                 .map(|(reply, _)| reply);
         }
@@ -83,7 +83,7 @@ impl<E: Env> PartitionStore<E> {
         match op {
             PartitionOp::Send { messages_count: _, batch, stream_id, topic_id } => {
                 let appended = self.append(namespace, log, batch).await?;
-                stats.appended_messages.fetch_add(appended.stored as u64, Ordering::Relaxed);
+                stats.note_appended(appended.stored as u64);
                 stats.appended_bytes.fetch_add(appended.bytes, Ordering::Relaxed);
                 let (partition_id, base_offset) = (namespace.partition_id(), appended.base_offset);
                 Ok(Answer::Sent(SendConfirmation { stream_id, topic_id, partition_id, base_offset }))
@@ -162,13 +162,13 @@ impl<E: Env> PartitionStore<E> {
         namespace: Namespace,
         key: ConsumerKey,
         strategy: PollingStrategy,
-        count: u32,
+        limit: PollLimit,
         commit: AutoCommit,
         behind: bool,
         damaged: &mut Option<crate::partition::DamagedBatch>,
     ) -> Result<PollOutcome, ErrorCode> {
         let partition = self.owned(namespace)?;
-        let (start, current_offset, plan) = {
+        let (start, current_offset, plan, log_end) = {
             let log = partition.log.lock().await;
             if partition.closed() {
                 return Err(ErrorCode::PartitionNotFound);
@@ -179,14 +179,14 @@ impl<E: Env> PartitionStore<E> {
                 stored_offset: log.offsets.get(key),
             };
             let start = match strategy {
-                PollingStrategy::Timestamp(timestamp) if count > 0 => log.offset_at_timestamp(timestamp),
-                strategy => polling::start_offset(strategy, count, cursor),
+                PollingStrategy::Timestamp(timestamp) if limit.messages > 0 => log.offset_at_timestamp(timestamp),
+                strategy => polling::start_offset(strategy, limit.messages, cursor),
             };
             if behind {
-                (None, 0, None)
+                (None, 0, None, cursor.next_offset)
             } else {
-                let plan = start.map(|start| log.plan_poll(start, count, self.shared.pool));
-                (start, log.current_offset(), plan)
+                let plan = start.map(|start| log.plan_poll(start, limit, self.shared.pool));
+                (start, log.current_offset(), plan, cursor.next_offset)
             }
         };
         let polled = match plan {
@@ -213,6 +213,7 @@ impl<E: Env> PartitionStore<E> {
             PollHead { partition_id: namespace.partition_id(), current_offset, messages_count: messages, context };
         response::poll_head(Dialect::V12, &mut prefix, &head);
         frame[HEADER_SIZE..REPLY_ROOM].copy_from_slice(&prefix);
+        crate::partition::note_resolved_start(&mut frame, start.unwrap_or(log_end));
         Ok((Reply::Frame(frame), returned))
     }
 

@@ -34,7 +34,7 @@ pub enum PartitionOp {
     Poll {
         key: ConsumerKey,
         strategy: PollingStrategy,
-        count: u32,
+        limit: crate::partition::PollLimit,
         auto_commit: bool,
     },
     GetOffset {

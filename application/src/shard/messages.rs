@@ -22,12 +22,12 @@ fn consumer_id(identifier: &Identifier) -> u32 {
 }
 
 /// The partition id a poll reply carries to tell a group member to re-sync.
-const RESYNC_PARTITION: u32 = u32::MAX;
+pub(super) const RESYNC_PARTITION: u32 = u32::MAX;
 
 impl<E: Env> Shard<E> {
     /// Whose offset: a consumer by id (names hashed), or a consumer group resolved by id
     /// or name in the topic.
-    fn consumer_key(&self, consumer: &Consumer, topic: &TopicRef) -> Result<ConsumerKey, ErrorCode> {
+    pub(super) fn consumer_key(&self, consumer: &Consumer, topic: &TopicRef) -> Result<ConsumerKey, ErrorCode> {
         match consumer {
             Consumer::Single(identifier) => Ok(ConsumerKey::Consumer(consumer_id(identifier))),
             Consumer::Group(group) => Ok(ConsumerKey::Group(self.resolve_group(topic, group)?.group_id)),
@@ -127,10 +127,11 @@ impl<E: Env> Shard<E> {
             }
         }
         let namespace = self.resolve_partition(&request.topic, request.partition_id.unwrap_or(0))?;
+        let max_bytes = request.deferred.map_or(0, |deferred| deferred.max_bytes);
         let op = PartitionOp::Poll {
             key: self.consumer_key(&request.consumer, &request.topic)?,
             strategy: request.strategy,
-            count: request.count,
+            limit: crate::partition::PollLimit::within(request.count, max_bytes),
             auto_commit: request.auto_commit,
         };
         self.route_partition(namespace, op, None).await

@@ -5,6 +5,8 @@
 //! publisher that makes committed operations visible to every shard. A shard lives on one
 //! thread and one event loop; no `RefCell` borrow is held across an `.await`.
 
+mod deferred;
+mod fetch;
 mod group;
 mod groups;
 mod maintenance;
@@ -174,6 +176,8 @@ pub struct Shard<E: Env> {
     group: OnceCell<PartitionGroup<E>>,
     /// Per-topic round-robin cursor for Balanced sends made through this shard.
     balanced: RefCell<BTreeMap<(u32, u32), u32>>,
+    /// Deferred polls waiting on this shard (`deferred.rs`).
+    waiting_polls: std::cell::Cell<u32>,
 }
 
 impl<E: Env> Shard<E> {
@@ -195,6 +199,7 @@ impl<E: Env> Shard<E> {
             partitions,
             group: OnceCell::new(),
             balanced: RefCell::new(BTreeMap::new()),
+            waiting_polls: std::cell::Cell::new(0),
         }
     }
 

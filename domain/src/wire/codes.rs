@@ -23,6 +23,8 @@ pub mod code {
     pub const GET_PARTITION_ROUTE: u32 = 105;
     pub const POLL_MESSAGES_DEFERRED: u32 = 106;
     pub const CANCEL_DEFERRED_REQUEST: u32 = 108;
+    /// Protocol 0.12: a read of up to 1,000 partitions of a topic at once, which may wait.
+    pub const FETCH_MESSAGES: u32 = 109;
     pub const GET_CONSUMER_OFFSET: u32 = 120;
     /// Multi-node routing: which node takes a store or delete of a consumer offset.
     pub const GET_CONSUMER_OFFSET_ROUTING: u32 = 123;

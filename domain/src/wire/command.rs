@@ -93,6 +93,8 @@ pub enum Command<'a> {
         batch: &'a [u8],
     },
     PollMessages(PollRequest),
+    /// Protocol 0.12: a read of many partitions of one topic, which may wait.
+    FetchMessages(crate::wire::fetch::FetchRequest),
     /// Protocol 0.12: where a partition's history lives (its incarnation, the primary).
     GetPartitionRoute {
         topic: TopicRef,

@@ -15,11 +15,11 @@ use crate::wire::command::{
 };
 use crate::wire::{membership, users};
 
-fn topic_ref(reader: &mut Reader<'_>) -> Result<TopicRef, ErrorCode> {
+pub(crate) fn topic_ref(reader: &mut Reader<'_>) -> Result<TopicRef, ErrorCode> {
     Ok(TopicRef { stream: Identifier::decode(reader)?, topic: Identifier::decode(reader)? })
 }
 
-fn consumer(reader: &mut Reader<'_>) -> Result<Consumer, ErrorCode> {
+pub(crate) fn consumer(reader: &mut Reader<'_>) -> Result<Consumer, ErrorCode> {
     match reader.u8()? {
         1 => Ok(Consumer::Single(Identifier::decode(reader)?)),
         2 => Ok(Consumer::Group(Identifier::decode(reader)?)),
@@ -301,18 +301,39 @@ fn decode_v12_only<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Option<C
             Command::PollMessages(request)
         }
         code::CANCEL_DEFERRED_REQUEST => Command::CancelDeferred,
+        code::FETCH_MESSAGES => Command::FetchMessages(crate::wire::fetch::decode_fetch(reader)?),
         _ => return Ok(None),
     }))
 }
 
-/// The longest a deferred poll may wait, and how much longer than its wait the client's
-/// own timeout must be (so the reply can still reach it), as the 0.12 clients bound them.
-const MAX_DEFERRED_WAIT_US: u64 = 600_000_000;
-const MAX_DEFERRED_TIMEOUT_US: u64 = 630_000_000;
-const DEFERRED_REPLY_MARGIN_US: u64 = 1_000_000;
-/// The smallest reply budget a deferred poll may give: the 40-byte poll prefix, one batch
-/// header and one message header.
-const MIN_DEFERRED_MAX_BYTES: u32 = 40 + 256 + 48;
+/// The bounds the 0.12 clients put on a deferred poll's or a fetch's terms before sending.
+pub(crate) struct DeferredLimits {
+    /// The longest wait, and the longest the client waits for the reply.
+    max_wait_us: u64,
+    max_timeout_us: u64,
+    /// How much longer than its wait the client's timeout must be, so the reply reaches it.
+    reply_margin_us: u64,
+    /// The smallest reply budget: the 40-byte poll prefix, one batch header and one
+    /// message header.
+    pub(crate) min_max_bytes: u32,
+}
+
+impl DeferredLimits {
+    pub(crate) const CLIENT: Self = Self {
+        max_wait_us: 600_000_000,
+        max_timeout_us: 630_000_000,
+        reply_margin_us: 1_000_000,
+        min_max_bytes: 40 + 256 + 48,
+    };
+
+    /// A wait and a timeout within bounds; a fetch (`margin_without_wait`) needs the reply
+    /// margin even when it does not wait.
+    pub(crate) fn timers_valid(&self, wait_us: u64, timeout_us: u64, margin_without_wait: bool) -> bool {
+        let needs_margin = wait_us > 0 || margin_without_wait;
+        let covers_wait = !needs_margin || timeout_us >= wait_us.saturating_add(self.reply_margin_us);
+        wait_us <= self.max_wait_us && (1..=self.max_timeout_us).contains(&timeout_us) && covers_wait
+    }
+}
 
 /// `[wait_us u64][min_count u32][max_bytes u32][request_timeout_us u64]` after the poll
 /// body, checked as the client checks it before sending.
@@ -324,12 +345,10 @@ fn deferred_poll(reader: &mut Reader<'_>, count: u32) -> Result<DeferredPoll, Er
         request_timeout_us: reader.u64()?,
     };
     let DeferredPoll { wait_us, min_count, max_bytes, request_timeout_us } = deferred;
-    let covers_wait = wait_us == 0 || request_timeout_us >= wait_us.saturating_add(DEFERRED_REPLY_MARGIN_US);
-    let valid = wait_us <= MAX_DEFERRED_WAIT_US
+    let limits = DeferredLimits::CLIENT;
+    let valid = limits.timers_valid(wait_us, request_timeout_us, false)
         && (1..=count).contains(&min_count)
-        && (1..=MAX_DEFERRED_TIMEOUT_US).contains(&request_timeout_us)
-        && covers_wait
-        && max_bytes >= MIN_DEFERRED_MAX_BYTES;
+        && max_bytes >= limits.min_max_bytes;
     if valid { Ok(deferred) } else { Err(ErrorCode::InvalidFormat) }
 }
 

@@ -5,6 +5,7 @@ pub mod codes;
 pub mod command;
 pub mod decode;
 pub mod encode;
+pub mod fetch;
 pub mod header;
 pub mod membership;
 pub mod response;

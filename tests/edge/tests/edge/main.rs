@@ -2,6 +2,8 @@
 //! against the real server, one module per area.
 
 mod basics;
+mod deferred;
+mod fetch;
 mod mixed;
 mod surface;
 mod updates;

@@ -126,7 +126,7 @@ async fn groups_partitions_segments_and_deletions() -> anyhow::Result<()> {
     assert_eq!((stats.streams_count, stats.topics_count, stats.messages_count), (1, 1, 10));
     assert!(!client.get_clients().await?.is_empty());
     let options = client.describe_options(OptionsScope::Topic).await?;
-    assert!(options.iter().any(|spec| spec.key.to_string() == "message_expiry"));
+    assert!(options.iter().any(|spec| spec.key == "message_expiry"));
 
     client.delete_topic(&id("s"), &id("t")).await?;
     assert!(client.get_topic(&id("s"), &id("t")).await?.is_none());
