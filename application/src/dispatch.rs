@@ -220,7 +220,9 @@ impl<E: Env> Shard<E> {
                 return Outcome::evict(encode_eviction(header.client, reason, (0, 0)));
             }
         };
-        let session = self.next_session();
+        let Some(session) = self.next_session() else {
+            return Outcome::evict(encode_eviction(header.client, EvictionReason::SessionError, (0, 0)));
+        };
         let bound = BoundSession { client: header.client, session, user_id };
         connection.bind(bound);
         // A new login starts unattached: an attachment was the previous login's to use.

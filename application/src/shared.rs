@@ -238,16 +238,61 @@ pub struct Sessions {
     pub clients: ClientRegistry,
     pub login_guard: LoginGuard,
     next_session: AtomicU64,
+    /// Numbers below this end are reserved in the ledger; past it a block more is reserved
+    /// first (a small synchronous write, once per [`SESSION_BLOCK`] logins).
+    reserved_end: AtomicU64,
+    ledger: std::sync::Mutex<Box<dyn crate::ports::SessionLedger>>,
 }
 
+/// Session numbers reserved at a time.
+pub const SESSION_BLOCK: u64 = 1 << 20;
+/// Session numbers stay below this: 0.12 clients build producer ids from them with 20 bits
+/// of their own, within 63 bits.
+pub const SESSION_LIMIT: u64 = 1 << 43;
+
 impl Sessions {
-    pub fn new(login_guard: LoginGuard) -> Self {
-        Self { clients: ClientRegistry::default(), login_guard, next_session: AtomicU64::new(1) }
+    /// Numbering that starts where `ledger`'s earlier runs left off; the first block is
+    /// reserved before any login.
+    pub fn new(login_guard: LoginGuard, ledger: Box<dyn crate::ports::SessionLedger>) -> std::io::Result<Self> {
+        let first = ledger.reserved()?.max(1);
+        let end = first.saturating_add(SESSION_BLOCK).min(SESSION_LIMIT);
+        ledger.reserve(end)?;
+        Ok(Self {
+            clients: ClientRegistry::default(),
+            login_guard,
+            next_session: AtomicU64::new(first),
+            reserved_end: AtomicU64::new(end),
+            ledger: std::sync::Mutex::new(ledger),
+        })
     }
 
-    /// Sessions are strictly increasing and never zero.
-    pub fn next_session(&self) -> u64 {
-        self.next_session.fetch_add(1, Ordering::Relaxed)
+    /// Numbering that starts at 1 and keeps nothing (tests).
+    pub fn volatile(login_guard: LoginGuard) -> Self {
+        Self::new(login_guard, Box::new(crate::ports::VolatileLedger)).expect("a volatile ledger cannot fail")
+    }
+
+    /// A session number never handed out before, by this run or an earlier one on the same
+    /// data: nonzero, increasing, below [`SESSION_LIMIT`]. `None` when none can be
+    /// reserved (the ledger failed, or every number was used).
+    pub fn next_session(&self) -> Option<u64> {
+        let session = self.next_session.fetch_add(1, Ordering::Relaxed);
+        if session < self.reserved_end.load(Ordering::Acquire) {
+            return Some(session);
+        }
+        if session >= SESSION_LIMIT {
+            return None;
+        }
+        let ledger = self.ledger.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let end = self.reserved_end.load(Ordering::Acquire);
+        if session >= end {
+            let next_end = session.saturating_add(SESSION_BLOCK).min(SESSION_LIMIT);
+            if let Err(error) = ledger.reserve(next_end) {
+                tracing::error!(%error, "cannot reserve session numbers; logins are refused until it can");
+                return None;
+            }
+            self.reserved_end.store(next_end, Ordering::Release);
+        }
+        Some(session)
     }
 }
 
@@ -402,7 +447,10 @@ impl Shared {
         let security = config.security;
         let replicas = config.membership.replica_count;
         Self {
-            sessions: Sessions::new(LoginGuard::new(security.login_max_failures, security.login_failure_window_us)),
+            sessions: Sessions::volatile(LoginGuard::new(
+                security.login_max_failures,
+                security.login_failure_window_us,
+            )),
             config,
             shard_count,
             partitions: PartitionTable::new(shard_count),

@@ -14,6 +14,7 @@ pub mod logfile;
 pub mod otlp;
 pub mod page_alloc;
 pub mod server;
+pub mod session_ledger;
 pub mod systemd;
 pub mod transports;
 

@@ -403,6 +403,16 @@ impl Shard0 {
         let mut shared =
             Shared::new(system_config, self.shard_count, commit, clock.now_us(), memory_pool(&self.config)?.leak());
         shared.clean_start = recovered.clean_shutdown;
+        let security = shared.config.security;
+        let ledger = crate::session_ledger::FileLedger::new(shared.config.data_path.join("metadata"));
+        shared.sessions = rill_application::shared::Sessions::new(
+            rill_application::login_guard::LoginGuard::new(
+                security.login_max_failures,
+                security.login_failure_window_us,
+            ),
+            Box::new(ledger),
+        )
+        .context("reserving session numbers in the data directory")?;
         if let Some(traces) = self.traces.clone() {
             let _ = shared.telemetry.request_traces.set(traces);
         }

@@ -10,6 +10,7 @@ pub mod offload;
 pub mod pinning;
 pub mod replica_network;
 pub mod reply_socket;
+pub mod session_ledger;
 pub mod storage;
 
 pub use bus::{
@@ -25,6 +26,7 @@ pub use offload::Offload;
 pub use pinning::Pinning;
 pub use replica_network::ReplicaNetwork;
 pub use reply_socket::ReplySocket;
+pub use session_ledger::{SessionLedger, VolatileLedger};
 pub use storage::{Space, Storage, StorageFile};
 
 /// Bundles the ports so one type parameter threads through a shard.

@@ -451,7 +451,7 @@ impl<E: Env> Shard<E> {
         self.metadata.read(f)
     }
 
-    pub(crate) fn next_session(&self) -> u64 {
+    pub(crate) fn next_session(&self) -> Option<u64> {
         self.shared.sessions.next_session()
     }
 }
