@@ -193,6 +193,7 @@ fn partition_seeds(dir: &Path) -> std::io::Result<()> {
         validate_checksum: true,
         deduplication: None,
         direct_log: true,
+        producer_expiry_us: 3_600_000_000,
     };
     let p = Path::new("/p");
     let mut log = block_on(PartitionLog::open(&storage, p, 0, settings, false)).expect("open");

@@ -80,6 +80,7 @@ impl Run {
             validate_checksum: true,
             deduplication: None,
             direct_log: rng.chance(75),
+            producer_expiry_us: 3_600_000_000,
         };
         let storage = SimStorage::new();
         let spares = new_spares();

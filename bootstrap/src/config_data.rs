@@ -106,6 +106,7 @@ pub fn data_config(leaves: &BTreeMap<String, Value>) -> anyhow::Result<DataConfi
             expiry_us: duration(leaves, "system.message_deduplication.expiry")?,
         },
         direct_io: direct_io(leaves)?,
+        producer_expiry_us: duration(leaves, "system.producers.expiry")?,
     };
     let cleaner_interval_us = flag(leaves, "data_maintenance.messages.cleaner_enabled")
         .then(|| duration(leaves, "data_maintenance.messages.interval"))

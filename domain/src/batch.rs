@@ -5,6 +5,7 @@
 use crate::checksum::xxh3_64;
 use crate::constants::{BATCH_HEADER_SIZE, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE, MESSAGE_HEADER_SIZE};
 use crate::error::ErrorCode;
+use crate::producers::BatchProducer;
 use crate::wire::tlv;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -15,7 +16,14 @@ const OFF_ORIGIN_TIMESTAMP: usize = 24;
 const OFF_BATCH_LENGTH: usize = 32;
 const OFF_CHECKSUM: usize = 40;
 const OFF_MESSAGE_COUNT: usize = 48;
-const RESERVED_START: usize = 52;
+/// Protocol 0.12's producer section (zero in a batch without one): `[present u8][0; 3]
+/// [producer_id u64][epoch u16][0; 2][base_sequence u32]`.
+const OFF_PRODUCER: usize = 52;
+const OFF_PRODUCER_ID: usize = 56;
+const OFF_PRODUCER_EPOCH: usize = 64;
+const OFF_PRODUCER_SEQUENCE: usize = 68;
+const PRODUCER_PRESENT: u8 = 1;
+const RESERVED_START: usize = 72;
 
 fn read_u64(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
@@ -129,15 +137,85 @@ pub fn push_frame(out: &mut Vec<u8>, header: &[u8], payload: &[u8], user_headers
     out[start..start + 8].copy_from_slice(&checksum.to_le_bytes());
 }
 
-/// XXH3-64 over the six header fields, then each frame's checksum, in order.
+/// XXH3-64 over the six header fields, the producer section when there is one (`[1][id]
+/// [epoch][base_sequence]`), then each frame's checksum, in order.
 pub fn compute_checksum(batch: &[u8]) -> u64 {
     let mut hasher = Xxh3::new();
     hasher.update(&batch[..OFF_CHECKSUM]);
     hasher.update(&batch[OFF_MESSAGE_COUNT..OFF_MESSAGE_COUNT + 4]);
+    if batch[OFF_PRODUCER] == PRODUCER_PRESENT {
+        hasher.update(&[PRODUCER_PRESENT]);
+        hasher.update(&batch[OFF_PRODUCER_ID..OFF_PRODUCER_EPOCH + 2]);
+        hasher.update(&batch[OFF_PRODUCER_SEQUENCE..OFF_PRODUCER_SEQUENCE + 4]);
+    }
     for frame in frames(batch) {
         hasher.update(&frame.checksum.to_le_bytes());
     }
     hasher.digest()
+}
+
+/// A batch's producer (0.12's idempotent producers), `None` when it has none. A section
+/// with padding set, a flag other than 0 or 1, or a field past the clients' maxima (ids and
+/// sequences are 63 and 31 bits, epochs 15) is malformed.
+pub fn producer(batch: &[u8]) -> Result<Option<BatchProducer>, ErrorCode> {
+    let section = &batch[OFF_PRODUCER..RESERVED_START];
+    match section[0] {
+        0 if section.iter().all(|&b| b == 0) => Ok(None),
+        PRODUCER_PRESENT => {
+            let padding = batch[OFF_PRODUCER + 1..OFF_PRODUCER_ID]
+                .iter()
+                .chain(&batch[OFF_PRODUCER_EPOCH + 2..OFF_PRODUCER_SEQUENCE]);
+            let producer = BatchProducer {
+                id: read_u64(batch, OFF_PRODUCER_ID),
+                epoch: u16::from_le_bytes([batch[OFF_PRODUCER_EPOCH], batch[OFF_PRODUCER_EPOCH + 1]]),
+                base_sequence: read_u32(batch, OFF_PRODUCER_SEQUENCE),
+            };
+            let within = producer.id <= i64::MAX as u64
+                && producer.epoch <= i16::MAX as u16
+                && producer.base_sequence <= crate::producers::SEQUENCE_MAX;
+            if padding.into_iter().all(|&b| b == 0) && within {
+                Ok(Some(producer))
+            } else {
+                Err(ErrorCode::InvalidFormat)
+            }
+        }
+        _ => Err(ErrorCode::InvalidFormat),
+    }
+}
+
+/// Clears the producer section of each batch in `batches` (stored batches back to back)
+/// that has one, resealing its checksum: how a 0.11 client, which refuses nonzero reserved
+/// bytes, gets a 0.12 producer's batches.
+pub fn strip_producers(batches: &mut [u8]) {
+    let mut at = 0;
+    while batches.len() - at >= BATCH_HEADER_SIZE {
+        let len = usize::try_from(read_u64(batches, at + OFF_BATCH_LENGTH)).unwrap_or(usize::MAX);
+        if len < BATCH_HEADER_SIZE || len > batches.len() - at {
+            return;
+        }
+        let batch = &mut batches[at..at + len];
+        if batch[OFF_PRODUCER] != 0 {
+            batch[OFF_PRODUCER..RESERVED_START].fill(0);
+            let checksum = compute_checksum(batch);
+            batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+        }
+        at += len;
+    }
+}
+
+/// Whether any batch of `batches` (back to back) has a producer section.
+pub fn any_producer(batches: &[u8]) -> bool {
+    let mut at = 0usize;
+    while at.saturating_add(BATCH_HEADER_SIZE) <= batches.len() {
+        if batches[at + OFF_PRODUCER] != 0 {
+            return true;
+        }
+        match usize::try_from(read_u64(batches, at + OFF_BATCH_LENGTH)) {
+            Ok(len) if len >= BATCH_HEADER_SIZE => at = at.saturating_add(len),
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Checks one frame at `position` and returns its end.
@@ -188,6 +266,7 @@ pub fn validate(batch: &[u8], declared_count: u32) -> Result<BatchHeader, ErrorC
     if header.batch_length != batch.len() as u64 || batch[RESERVED_START..BATCH_HEADER_SIZE].iter().any(|&b| b != 0) {
         return Err(ErrorCode::InvalidFormat);
     }
+    producer(batch)?;
     if header.message_count == 0 || header.message_count != declared_count {
         return Err(ErrorCode::InvalidMessagesCount);
     }
@@ -258,7 +337,8 @@ pub fn check_stored(batch: &[u8]) -> StoredBatch {
     match walk_stored(batch, true) {
         None => StoredBatch::Malformed,
         Some(intact) => {
-            let reserved_clear = batch[RESERVED_START..BATCH_HEADER_SIZE].iter().all(|&b| b == 0);
+            let reserved_clear =
+                batch[RESERVED_START..BATCH_HEADER_SIZE].iter().all(|&b| b == 0) && producer(batch).is_ok();
             if intact && reserved_clear && compute_checksum(batch) == BatchHeader::read(batch).checksum {
                 StoredBatch::Valid
             } else {

@@ -17,6 +17,7 @@ pub mod namespace;
 pub mod partition_group;
 pub mod permissions;
 pub mod polling;
+pub mod producers;
 pub mod reader;
 pub mod retention;
 pub mod segment;

@@ -43,6 +43,7 @@ fuzz_target!(|data: &[u8]| {
         validate_checksum: true,
         deduplication: None,
         direct_log: flags & 2 == 2,
+        producer_expiry_us: 3_600_000_000,
     };
     let Ok(mut log) = block_on(PartitionLog::open(&storage, dir, 0, settings, flags & 1 == 1)) else { return };
     let (first, next) = (log.first_offset(), log.next_offset());

@@ -69,6 +69,10 @@ pub struct PartitionLog<S: Storage> {
     /// Why the last write failed, while the partition refuses sends.
     pub(super) write_failure: Option<io::ErrorKind>,
     pub(super) dedup: Option<DedupWindow>,
+    /// Idempotent producers' recent batches (see `producers.rs`), and whether the partition
+    /// has its producers marker.
+    pub(super) producers: rill_domain::producers::ProducerTable,
+    pub(super) has_producers: bool,
     /// Damaged batches already reported: (segment start offset, position).
     pub(super) reported: BTreeSet<(u64, u64)>,
     /// Bumped by each purge, so a scrubber's place in the old files is not taken for one
@@ -165,6 +169,8 @@ impl<S: Storage> PartitionLog<S> {
             offsets,
             write_failure: None,
             dedup: None,
+            producers: rill_domain::producers::ProducerTable::new(settings.producer_expiry_us),
+            has_producers: false,
             reported: BTreeSet::new(),
             generation: 0,
             purge_pending: false,
@@ -173,6 +179,7 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(window) = settings.deduplication {
             log.dedup = Some(log.rebuild_dedup_window(window).await?);
         }
+        (log.producers, log.has_producers) = log.rebuild_producers(storage).await?;
         Ok(log)
     }
 
@@ -612,6 +619,7 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(window) = self.settings.deduplication {
             self.dedup = Some(DedupWindow::new(window.max_entries, window.expiry_us));
         }
+        self.producers.clear();
     }
 
     pub fn dir(&self) -> &Path {

@@ -7,6 +7,7 @@ mod maintenance;
 pub mod markers;
 mod offsets;
 mod poll;
+mod producers;
 mod recovery;
 mod segment;
 mod settings;
@@ -19,6 +20,7 @@ pub use poll::{
     MAX_POLL_BYTES, POLL_PREFIX_SIZE, PollLimit, PollPlan, Polled, REPLY_ROOM, note_resolved_start, poll_frame_for,
     resolved_start,
 };
+pub use producers::{Admitted, PRODUCERS_MARKER};
 pub use recovery::{LoadMode, Recovery};
 pub use segment::{DELETED_SUFFIX, DamagedBatch, Segment, batch_matches, within_frame};
 pub use settings::{DedupSettings, DirectIo, PartitionDefaults, PartitionSettings};

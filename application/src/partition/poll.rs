@@ -71,6 +71,11 @@ pub fn poll_frame_for(mut frame: PoolSlice, dialect: Dialect) -> PoolSlice {
         frame.copy_within(HEADER_SIZE..HEADER_SIZE + kept, HEADER_SIZE + unused);
         frame.advance(unused);
     }
+    // A 0.11 client refuses the producer section 0.12 producers' batches carry.
+    if dialect == Dialect::V11 && frame.len() > HEADER_SIZE + kept && batch::any_producer(&frame[HEADER_SIZE + kept..])
+    {
+        batch::strip_producers(&mut frame[HEADER_SIZE + kept..]);
+    }
     frame
 }
 

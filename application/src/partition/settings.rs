@@ -31,6 +31,8 @@ pub struct PartitionDefaults {
     pub deduplicate: bool,
     pub dedup_window: DedupSettings,
     pub direct_io: DirectIo,
+    /// How long a partition remembers an idempotent producer after its last batch.
+    pub producer_expiry_us: u64,
 }
 
 impl Default for PartitionDefaults {
@@ -40,6 +42,7 @@ impl Default for PartitionDefaults {
             deduplicate: false,
             dedup_window: DedupSettings { max_entries: 10_000, expiry_us: 60_000_000 },
             direct_io: DirectIo::default(),
+            producer_expiry_us: 86_400_000_000,
         }
     }
 }
@@ -56,6 +59,7 @@ pub struct PartitionSettings {
     pub deduplication: Option<DedupSettings>,
     /// The active segment's log is written with direct I/O.
     pub direct_log: bool,
+    pub producer_expiry_us: u64,
 }
 
 impl PartitionSettings {
@@ -73,6 +77,7 @@ impl PartitionSettings {
                 DirectIo::Persisted => topic.enforce_fsync,
                 DirectIo::All => true,
             },
+            producer_expiry_us: defaults.producer_expiry_us,
         }
     }
 }

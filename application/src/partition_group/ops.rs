@@ -168,6 +168,11 @@ impl<E: Env> PartitionGroup<E> {
         if partition_group::SEND_PREFIX + batch.len() > ENTRY_BODY_MAX {
             return Err(ErrorCode::TooBigMessagePayload);
         }
+        // A replicated partition does not keep producer state yet: refused rather than
+        // stored without the once-only guarantee the producer asked for.
+        if rill_domain::batch::producer(&batch)?.is_some() {
+            return Err(ErrorCode::FeatureUnavailable);
+        }
         self.ensure_incarnation(store, namespace).await?;
         let count = BatchHeader::read(&batch).message_count;
         let body = partition_group::send_body(namespace.packed(), count, &batch);

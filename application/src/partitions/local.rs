@@ -11,6 +11,7 @@ use rill_domain::answer::{Answer, ConsumerOffset, PartitionContext, PollHead, Se
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::polling::{self, PartitionCursor, PollingStrategy};
+use rill_domain::producers::Admission;
 use rill_domain::version::Dialect;
 use rill_domain::wire::response;
 
@@ -18,7 +19,9 @@ use super::markers::{self, CREATED_AT_MARKER, RESET_MARKER};
 use super::partition::{Partition, label};
 use super::store::PartitionStore;
 use crate::memory_pool::PoolSlice;
-use crate::partition::{Appended, ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, PollLimit, Polled, REPLY_ROOM};
+use crate::partition::{
+    Admitted, Appended, ConsumerKey, POLL_PREFIX_SIZE, PartitionLog, PollLimit, Polled, REPLY_ROOM,
+};
 use crate::ports::{BusReply, Env, PartitionOp, Reply, ShardReply};
 
 pub(crate) fn io_failure(what: &str) -> impl FnOnce(std::io::Error) -> ErrorCode + '_ {
@@ -267,11 +270,17 @@ impl<E: Env> PartitionStore<E> {
     ) -> Result<Appended, ErrorCode> {
         self.refuse_below_floor()?;
         let data = &self.shared.telemetry.data;
+        let now_us = self.now_us();
+        let admitted = log.admit_producer(&self.storage, &batch, now_us).await?;
+        if let Some(Admitted { admission: Admission::Duplicate { base_offset }, count, .. }) = admitted {
+            data.duplicates_dropped.fetch_add(u64::from(count), Ordering::Relaxed);
+            return Ok(Appended { base_offset, stored: 0, duplicates: count, bytes: 0, flush_due: false });
+        }
         let batch = self.seal(batch)?;
         let was_read_only = log.write_failure().is_some();
         let result = match self.flush_queue.running() {
-            true => log.append_deferring(&self.storage, batch, self.now_us()).await,
-            false => log.append(&self.storage, batch, self.now_us()).await,
+            true => log.append_deferring(&self.storage, batch, now_us).await,
+            false => log.append(&self.storage, batch, now_us).await,
         };
         self.note_write(namespace, was_read_only, log.write_failure().is_some(), result.as_ref().err());
         let appended = result.map_err(|_| {
@@ -286,6 +295,9 @@ impl<E: Env> PartitionStore<E> {
         }
         if appended.flush_due {
             self.flush_queue.push(namespace);
+        }
+        if let Some(admitted) = admitted {
+            log.record_producer(admitted, appended.base_offset, now_us);
         }
         Ok(appended)
     }

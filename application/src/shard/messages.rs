@@ -112,6 +112,10 @@ impl<E: Env> Shard<E> {
         }
         let namespace = Namespace::new(stream_id, topic_id, partition_id).ok_or(ErrorCode::PartitionNotFound)?;
         batch::validate(&batch, messages_count)?;
+        // A producer counts its sequence per partition, so it must name the partition.
+        if batch::producer(&batch)?.is_some() && !matches!(partitioning, Partitioning::PartitionId(_)) {
+            return Err(ErrorCode::ProducerPartitionRequired);
+        }
         let op = PartitionOp::Send { messages_count, batch, stream_id, topic_id };
         self.route_partition(namespace, op, direct).await
     }

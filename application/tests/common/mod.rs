@@ -57,6 +57,7 @@ pub fn settings(segment_size_bytes: u64, enforce_fsync: bool, messages_required_
         deduplication: None,
         // As the server's default: persisted topics write their logs direct.
         direct_log: enforce_fsync,
+        producer_expiry_us: 3_600_000_000,
     }
 }
 

@@ -171,3 +171,42 @@ fn a_builder_filling_in_place_matches_build_and_a_failed_fill_leaves_nothing() {
     assert_eq!(built, build(&[(1, b"hello", b""), (2, b"world!", &headers)], ORIGIN));
     assert!(validate(&built, 2).is_ok());
 }
+
+/// `batch` as a 0.12 producer sends it: the producer section set, the checksum covering it.
+fn with_producer(mut batch: Vec<u8>, id: u64, epoch: u16, base_sequence: u32) -> Vec<u8> {
+    batch[OFF_PRODUCER] = PRODUCER_PRESENT;
+    batch[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&id.to_le_bytes());
+    batch[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&epoch.to_le_bytes());
+    batch[OFF_PRODUCER_SEQUENCE..OFF_PRODUCER_SEQUENCE + 4].copy_from_slice(&base_sequence.to_le_bytes());
+    let checksum = compute_checksum(&batch);
+    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+    batch
+}
+
+#[test]
+fn a_producer_section_is_read_checked_and_covered_by_the_checksum() {
+    let batch = with_producer(golden(), 7 << 20, 2, 40);
+    assert_eq!(validate(&batch, 2).map(|h| h.message_count), Ok(2));
+    assert_eq!(producer(&batch), Ok(Some(BatchProducer { id: 7 << 20, epoch: 2, base_sequence: 40 })));
+    assert_eq!(producer(&golden()), Ok(None));
+    let mut tampered = batch.clone();
+    tampered[OFF_PRODUCER_SEQUENCE] ^= 1;
+    assert_eq!(validate(&tampered, 2), Err(ErrorCode::InvalidBatchChecksum), "the sequence is covered");
+    let mut padded = batch.clone();
+    padded[OFF_PRODUCER + 1] = 1;
+    assert_eq!(validate(&padded, 2), Err(ErrorCode::InvalidFormat));
+    let over = with_producer(golden(), u64::MAX, 0, 0);
+    assert_eq!(producer(&over), Err(ErrorCode::InvalidFormat), "ids are 63 bits");
+}
+
+#[test]
+fn stripping_producers_gives_back_batches_without_a_section_and_valid_checksums() {
+    let plain = golden();
+    let mut both = [with_producer(golden(), 1, 0, 0), plain.clone()].concat();
+    assert!(any_producer(&both));
+    strip_producers(&mut both);
+    assert!(!any_producer(&both));
+    assert_eq!(&both[..plain.len()], &plain[..], "the stripped batch is the batch sent without a producer");
+    assert_eq!(validate(&both[plain.len()..], 2).map(|h| h.checksum), Ok(BatchHeader::read(&plain).checksum));
+    assert_eq!(end_offset(&both), Some(2), "each golden batch holds offsets 0 and 1");
+}

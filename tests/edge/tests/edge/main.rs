@@ -5,5 +5,6 @@ mod basics;
 mod deferred;
 mod fetch;
 mod mixed;
+mod producers;
 mod surface;
 mod updates;
