@@ -252,6 +252,11 @@ impl TopicSettings {
             "preallocate_segments" => {
                 as_bool(entry)?;
             }
+            // Checked here against the protocol's bounds, and against the node count by the
+            // server before it commits (`replication_factor`); nothing is stored yet.
+            "replication_factor" => {
+                replication_factor_of(entry)?;
+            }
             _ => return Err(ErrorCode::UnsupportedOptionKey),
         }
         Ok(())
@@ -289,6 +294,23 @@ impl TopicSettings {
         );
         out
     }
+}
+
+/// The most replicas a topic may ask for (0.12's `replication_factor`).
+pub const MAX_REPLICATION_FACTOR: u32 = 32;
+
+fn replication_factor_of(entry: &Entry<'_>) -> Result<u32, ErrorCode> {
+    match as_u64(entry) {
+        Ok(factor @ 1..=32) => Ok(factor as u32),
+        _ => Err(ErrorCode::InvalidReplicationFactor),
+    }
+}
+
+/// The `replication_factor` a topic's option block asks for (1 to 32), if any.
+pub fn replication_factor(options: &[u8]) -> Result<Option<u32>, ErrorCode> {
+    let entries = tlv::decode_options(options)?;
+    let requested = entries.iter().find(|entry| entry.key == b"replication_factor".as_slice());
+    requested.map(replication_factor_of).transpose()
 }
 
 /// The scopes DESCRIBE_OPTIONS (code 13) names: whose create command the catalog describes.
@@ -385,6 +407,12 @@ pub fn option_catalog(scope: u8) -> Vec<OptionSpec> {
             "Accepted for compatibility; segment files are not preallocated",
         ),
         spec(
+            "replication_factor",
+            tlv::KIND_UINT32,
+            1u32.to_le_bytes().to_vec(),
+            "Replicas of each partition, 1 to the number of nodes (at most 32); checked at create, partitions are not yet placed by it",
+        ),
+        spec(
             "segment_size",
             tlv::KIND_UINT64,
             d.segment_size_bytes.to_le_bytes().to_vec(),
@@ -472,7 +500,7 @@ mod tests {
         let mut sorted = keys.clone();
         sorted.sort_unstable();
         assert_eq!(keys, sorted, "sorted by key");
-        assert_eq!(keys.len(), 11);
+        assert_eq!(keys.len(), 12);
         // Every key is one a create accepts, and its default, sent back as the client would,
         // leaves the settings exactly at their defaults.
         for spec in &catalog {

@@ -17,7 +17,14 @@ use crate::ports::{Env, PartitionOp, ShardBus, ShardReply, ShardRequest, Storage
 impl<E: Env> Shard<E> {
     /// Runs one metadata operation from a client; answers `Done`, or the created
     /// resource's details.
-    pub async fn execute_metadata(&self, operation: u8, body: &[u8], _op: &MetadataOp<'_>) -> ShardReply {
+    pub async fn execute_metadata(&self, operation: u8, body: &[u8], op: &MetadataOp<'_>) -> ShardReply {
+        // A topic cannot have more replicas than the cluster has nodes.
+        if let MetadataOp::CreateTopic { options, .. } = op
+            && let Ok(Some(factor)) = rill_domain::topic_options::replication_factor(options)
+            && factor > u32::from(self.shared.config.membership.replica_count).max(1)
+        {
+            return Err(ErrorCode::InvalidReplicationFactor);
+        }
         if self.writer.is_none() {
             self.shared.telemetry.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
             let request = ShardRequest::Metadata { operation, body: body.to_vec() };

@@ -278,10 +278,10 @@ async fn describe_options_with_an_unknown_scope_gets_invalid_command() -> anyhow
         assert_eq!((reply.command(), reply.status()), (COMMAND_REPLY, INVALID_COMMAND), "scope {scope}");
         assert!(reply.body().is_empty());
     }
-    // The connection is still served: topic scope lists eleven keys, stream scope none.
+    // The connection is still served: topic scope lists twelve keys, stream scope none.
     raw::send(&mut stream, &describe.frame(&[1]));
     let topics = raw::read_frame(&mut stream).expect_frame("topic catalog");
-    assert_eq!((topics.status(), raw::u32_at(topics.body(), 0)), (0, 11));
+    assert_eq!((topics.status(), raw::u32_at(topics.body(), 0)), (0, 12));
     raw::send(&mut stream, &describe.frame(&[2]));
     let streams = raw::read_frame(&mut stream).expect_frame("stream catalog");
     assert_eq!((streams.status(), streams.body()), (0, &0u32.to_le_bytes()[..]));

@@ -70,3 +70,18 @@ async fn refused_patches_change_nothing() -> anyhow::Result<()> {
     assert!(client.update_stream(&id("nope"), &missing).await.is_err());
     Ok(())
 }
+
+#[tokio::test]
+async fn a_replication_factor_above_the_node_count_is_refused() -> anyhow::Result<()> {
+    let server = TestServer::start()?;
+    let client = server.root_client().await?;
+    client.create_stream("s", &StreamCreateOptions::default()).await?;
+    let one = TopicCreateOptions { replication_factor: Some(1), ..Default::default() };
+    client.create_topic(&id("s"), "single", &one).await?;
+    let two = TopicCreateOptions { replication_factor: Some(2), ..Default::default() };
+    let refused = client.create_topic(&id("s"), "double", &two).await;
+    assert_eq!(refused.err().map(|e| e.as_code()), Some(2018), "one node holds one replica");
+    let topics = client.get_topics(&id("s")).await?;
+    assert_eq!(topics.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["single"]);
+    Ok(())
+}
