@@ -15,6 +15,13 @@ CLI="${CARGO_HOME:-$HOME/.cargo}/bin/iggy"
 if ! "$CLI" --version 2>/dev/null | grep -q "0\.14\.0"; then
     CARGO_PROFILE_DEV_DEBUG=0 cargo install iggy-cli --version 0.14.0 --locked --debug
 fi
+# The 0.12 line's CLI (tests/edge/tests/edge/cli.rs) installs under a root of its own: both
+# are called `iggy`.
+EDGE_CLI="${CARGO_HOME:-$HOME/.cargo}/iggy-edge/bin/iggy"
+if ! "$EDGE_CLI" --version 2>/dev/null | grep -q "0\.14\.1-edge\.7"; then
+    CARGO_PROFILE_DEV_DEBUG=0 cargo install iggy-cli --version 0.14.1-edge.7 --locked --debug \
+        --root "${CARGO_HOME:-$HOME/.cargo}/iggy-edge"
+fi
 
 # The README's recipes run through `just`; install it once, and check that the menu parses
 # and that every recipe says what it does in `just --list`. PyPI's rust-just wheel is the

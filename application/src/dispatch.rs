@@ -137,16 +137,17 @@ impl<E: Env> Shard<E> {
         match command {
             Command::Ping => Outcome::reply(encode_reply(header, self.commit(), 0, &[])),
             // Both announce a served version: `frame_dialect` evicted the others.
-            Command::Register { credentials, .. } => self.register(connection, header, dialect, &credentials).await,
-            Command::BindSession { .. } => {
+            Command::Register { credentials, bind_secret, .. } => {
+                self.register(connection, header, dialect, &credentials, bind_secret).await
+            }
+            Command::BindSession { client, session, bind_secret, .. } => {
                 connection.set_dialect(dialect);
-                // Sessions end with their connection here, so there is none to go on with:
-                // Unauthenticated tells the client to register again.
-                reply(ErrorCode::Unauthenticated)
+                self.bind_session(connection, header, dialect, (client, session), &bind_secret)
             }
             Command::Logout => {
                 connection.detach();
-                if connection.unbind().is_some() {
+                if let Some(bound) = connection.unbind() {
+                    self.shared.sessions.retained.close(bound.session);
                     self.shared.sessions.clients.set_user(connection.client_id, None);
                     self.shared.sessions.clients.set_session(connection.client_id, None);
                 }
@@ -208,6 +209,7 @@ impl<E: Env> Shard<E> {
         header: &RequestHeader,
         dialect: Dialect,
         credentials: &Credentials,
+        bind_secret: Option<[u8; 32]>,
     ) -> Outcome {
         connection.set_dialect(dialect);
         let user_id = match self.authenticate(credentials).await {
@@ -223,16 +225,63 @@ impl<E: Env> Shard<E> {
         let Some(session) = self.next_session() else {
             return Outcome::evict(encode_eviction(header.client, EvictionReason::SessionError, (0, 0)));
         };
-        let bound = BoundSession { client: header.client, session, user_id };
+        if let Some(secret) = bind_secret {
+            let now_us = self.now_us();
+            self.shared.sessions.retained.open(session, header.client, user_id, secret, connection.client_id, now_us);
+        }
+        self.start_session(connection, header, dialect, BoundSession { client: header.client, session, user_id })
+    }
+
+    /// Binds `bound` to the connection and answers with the login body.
+    fn start_session(
+        &self,
+        connection: &Connection,
+        header: &RequestHeader,
+        dialect: Dialect,
+        bound: BoundSession,
+    ) -> Outcome {
         connection.bind(bound);
         // A new login starts unattached: an attachment was the previous login's to use.
         connection.detach();
-        self.shared.sessions.clients.set_user(connection.client_id, Some(user_id));
-        self.shared.sessions.clients.set_protocol(connection.client_id, dialect);
-        self.shared.sessions.clients.set_session(connection.client_id, Some((header.client, session)));
+        let clients = &self.shared.sessions.clients;
+        clients.set_user(connection.client_id, Some(bound.user_id));
+        clients.set_protocol(connection.client_id, dialect);
+        clients.set_session(connection.client_id, Some((bound.client, bound.session)));
         let mut body = Vec::new();
-        response::login(dialect, &mut body, user_id, session);
+        match header.operation {
+            operation::REGISTER => response::login(dialect, &mut body, bound.user_id, bound.session),
+            _ => response::session_binding(dialect, &mut body, bound.user_id, bound.session),
+        }
         Outcome::reply(encode_reply(header, self.commit(), 0, &body))
+    }
+
+    /// BIND_SESSION: a 0.12 client goes on with its session on this connection, when the
+    /// session is retained (`retained_sessions`), its client id and secret match and its
+    /// user may still log in. Otherwise Unauthenticated, and the client registers again.
+    fn bind_session(
+        &self,
+        connection: &Connection,
+        header: &RequestHeader,
+        dialect: Dialect,
+        (client, session): (u128, u64),
+        secret: &[u8; 32],
+    ) -> Outcome {
+        let refused = || Outcome::reply(encode_reply(header, self.commit(), ErrorCode::Unauthenticated.code(), &[]));
+        let retained = &self.shared.sessions.retained;
+        let Some(user_id) = retained.bind(session, client, secret, connection.client_id, self.now_us()) else {
+            tracing::debug!(
+                session,
+                client_id = connection.client_id,
+                "a session bind proved nothing: registering again"
+            );
+            return refused();
+        };
+        tracing::debug!(session, client_id = connection.client_id, "session bound again");
+        if !self.metadata_view(|m| m.user(user_id).is_some_and(|user| user.is_active())) {
+            retained.close(session);
+            return refused();
+        }
+        self.start_session(connection, header, dialect, BoundSession { client, session, user_id })
     }
 
     /// Runs an authenticated request as `caller` from the request bytes in `buf` (the body

@@ -19,6 +19,7 @@ pub mod partition_group;
 pub mod partitions;
 pub mod ports;
 pub mod replication;
+pub mod retained_sessions;
 pub mod shard;
 pub mod shared;
 pub mod tracing_target;

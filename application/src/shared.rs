@@ -237,6 +237,8 @@ impl PartitionTable {
 pub struct Sessions {
     pub clients: ClientRegistry,
     pub login_guard: LoginGuard,
+    /// 0.12 sessions a reconnecting client may bind again.
+    pub retained: crate::retained_sessions::RetainedSessions,
     next_session: AtomicU64,
     /// Numbers below this end are reserved in the ledger; past it a block more is reserved
     /// first (a small synchronous write, once per [`SESSION_BLOCK`] logins).
@@ -260,6 +262,7 @@ impl Sessions {
         Ok(Self {
             clients: ClientRegistry::default(),
             login_guard,
+            retained: Default::default(),
             next_session: AtomicU64::new(first),
             reserved_end: AtomicU64::new(end),
             ledger: std::sync::Mutex::new(ledger),

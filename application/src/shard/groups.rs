@@ -113,7 +113,11 @@ impl<E: Env> Shard<E> {
     /// A closed connection leaves every group it was in. A failure here (a backup, a view
     /// change) is left to shard 0's membership pass, which finds the member again.
     pub async fn on_disconnect(&self, client_id: u32) {
-        self.shared.sessions.clients.disconnect(client_id);
+        let sessions = &self.shared.sessions;
+        if let Some((_, session)) = sessions.clients.entry(client_id).and_then(|entry| entry.session) {
+            sessions.retained.release(session, client_id, self.now_us());
+        }
+        sessions.clients.disconnect(client_id);
         if !self.memberships(client_id).is_empty() {
             let (node, boot) = (self.shared.config.membership.replica_id, self.boot());
             let _ = self.commit_membership(MetadataOp::DropMembers { node, boot, connection: Some(client_id) }).await;

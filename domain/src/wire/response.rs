@@ -167,6 +167,12 @@ fn partition_route(out: &mut Vec<u8>, route: &PartitionRoute) {
 /// dialect's own.
 pub fn login(dialect: Dialect, out: &mut Vec<u8>, user_id: u32, session: u64) {
     result_ok(out);
+    session_binding(dialect, out, user_id, session);
+}
+
+/// BIND_SESSION's reply (0.12): the login reply's fields without the result section, since
+/// the bind is a non-replicated request.
+pub fn session_binding(dialect: Dialect, out: &mut Vec<u8>, user_id: u32, session: u64) {
     out.put_u32(user_id);
     out.put_u64(session);
     out.put_u32(dialect.server_version());

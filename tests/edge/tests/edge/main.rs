@@ -2,9 +2,11 @@
 //! against the real server, one module per area.
 
 mod basics;
+mod cli;
 mod deferred;
 mod fetch;
 mod mixed;
 mod producers;
+mod sessions;
 mod surface;
 mod updates;
