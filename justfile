@@ -84,6 +84,12 @@ bench *FLAGS:
     ./target/release/rill-bench --shards 1 {{FLAGS}}
     ./target/release/rill-bench --shards 2 {{FLAGS}}
 
+# The same scenario through both protocol generations' official clients on one release
+# server: iggy 0.11.0, iggy 0.11.1-edge.9 (0.12), and 0.12 with idempotent producers.
+[doc("The benchmark through the 0.11 and the 0.12 client on one server")]
+bench-generations *FLAGS:
+    bash scripts/bench-generations.sh {{FLAGS}}
+
 # The same scenario over each client transport, on the default shard count: tcp, tcp-tls,
 # quic, websocket and http.
 [doc("The benchmark over tcp, tcp-tls, quic, websocket and http")]
