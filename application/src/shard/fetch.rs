@@ -15,7 +15,8 @@ use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::namespace::Namespace;
 use rill_domain::wire::command::Consumer;
-use rill_domain::wire::fetch::{FetchRequest, FetchTarget, SECTION_HEADER_SIZE, SectionHeader};
+use rill_domain::wire::command::{FetchRequest, FetchTarget};
+use rill_domain::wire::fetch::{SECTION_HEADER_SIZE, SectionHeader};
 
 use crate::memory_pool::PoolSlice;
 use crate::partition::{MAX_POLL_BYTES, PollLimit, REPLY_ROOM, resolved_start};

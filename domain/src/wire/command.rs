@@ -94,7 +94,7 @@ pub enum Command<'a> {
     },
     PollMessages(PollRequest),
     /// Protocol 0.12: a read of many partitions of one topic, which may wait.
-    FetchMessages(crate::wire::fetch::FetchRequest),
+    FetchMessages(FetchRequest),
     /// Protocol 0.12: where a partition's history lives (its incarnation, the primary).
     GetPartitionRoute {
         topic: TopicRef,
@@ -208,6 +208,38 @@ pub struct DeferredPoll {
     pub min_count: u32,
     pub max_bytes: u32,
     pub request_timeout_us: u64,
+}
+
+/// One partition of a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchTarget {
+    pub partition_id: u32,
+    /// An offset, or the one after the consumer's stored offset.
+    pub strategy: PollingStrategy,
+    /// Caps this partition's batches, at most the request's `max_bytes`.
+    pub max_bytes: u32,
+    /// The history the client read the partition in (0: any).
+    pub incarnation: u64,
+    pub owner_generation: u64,
+}
+
+/// `[consumer][stream][topic][wait_us u64][request_timeout_us u64][min_count u32][count u32]
+/// [max_bytes u32][auto_commit u8][targets_count u32]` then per target `[partition_id u32]
+/// [strategy 9][max_bytes u32][incarnation u64][owner_generation u64]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    pub consumer: Consumer,
+    pub topic: TopicRef,
+    pub wait_us: u64,
+    pub request_timeout_us: u64,
+    /// The wait ends once the targets hold this many messages (1 to `count`).
+    pub min_count: u32,
+    /// Caps the messages of the whole reply.
+    pub count: u32,
+    /// Caps the batches of all sections together.
+    pub max_bytes: u32,
+    pub auto_commit: bool,
+    pub targets: Vec<FetchTarget>,
 }
 
 /// Metadata mutations. They are applied by the metadata state machine and journaled as

@@ -1,6 +1,7 @@
 //! Decoding client requests into the command model (`command.rs`): the operation byte, the
 //! NonReplicated code and the body. Decoding never panics and never over-allocates.
 
+use crate::constants::MAX_PARTITIONS_PER_REQUEST;
 use crate::error::ErrorCode;
 use crate::identifier::Identifier;
 use crate::polling::PollingStrategy;
@@ -10,8 +11,8 @@ use crate::topic_options;
 use crate::version::Dialect;
 use crate::wire::codes::{code, operation as op};
 use crate::wire::command::{
-    Command, Consumer, Credentials, DecodeError, DeferredPoll, MetadataOp, Partitioning, PollRequest, ResourceTarget,
-    TopicRef,
+    Command, Consumer, Credentials, DecodeError, DeferredPoll, FetchRequest, FetchTarget, MetadataOp, Partitioning,
+    PollRequest, ResourceTarget, TopicRef,
 };
 use crate::wire::{membership, users};
 
@@ -301,7 +302,7 @@ fn decode_v12_only<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Option<C
             Command::PollMessages(request)
         }
         code::CANCEL_DEFERRED_REQUEST => Command::CancelDeferred,
-        code::FETCH_MESSAGES => Command::FetchMessages(crate::wire::fetch::decode_fetch(reader)?),
+        code::FETCH_MESSAGES => Command::FetchMessages(decode_fetch(reader)?),
         _ => return Ok(None),
     }))
 }
@@ -350,6 +351,53 @@ fn deferred_poll(reader: &mut Reader<'_>, count: u32) -> Result<DeferredPoll, Er
         && (1..=count).contains(&min_count)
         && max_bytes >= limits.min_max_bytes;
     if valid { Ok(deferred) } else { Err(ErrorCode::InvalidFormat) }
+}
+
+/// A fetch target: `[partition_id u32][strategy 9][max_bytes u32][incarnation u64]
+/// [owner_generation u64]`.
+const FETCH_TARGET_SIZE: usize = 4 + 9 + 4 + 8 + 8;
+
+/// Decodes and checks a fetch as the 0.12 client checks it before sending: timers within
+/// the deferred limits (a zero wait needs the reply margin too), `min_count` in 1..=`count`,
+/// byte budgets of at least the smallest reply, 1 to 1,000 targets of distinct partitions,
+/// each starting at an offset or at the next one.
+pub(crate) fn decode_fetch(reader: &mut Reader<'_>) -> Result<FetchRequest, ErrorCode> {
+    let consumer = consumer(reader)?;
+    let topic = topic_ref(reader)?;
+    let (wait_us, request_timeout_us) = (reader.u64()?, reader.u64()?);
+    let (min_count, count, max_bytes) = (reader.u32()?, reader.u32()?, reader.u32()?);
+    let auto_commit = reader.u8()? != 0;
+    let targets_count = reader.u32()?;
+    if targets_count == 0
+        || targets_count > MAX_PARTITIONS_PER_REQUEST
+        || reader.remaining() != targets_count as usize * FETCH_TARGET_SIZE
+    {
+        return Err(ErrorCode::InvalidFormat);
+    }
+    let limits = DeferredLimits::CLIENT;
+    let valid = limits.timers_valid(wait_us, request_timeout_us, true)
+        && (1..=count).contains(&min_count)
+        && max_bytes >= limits.min_max_bytes;
+    if !valid {
+        return Err(ErrorCode::InvalidFormat);
+    }
+    let mut targets = Vec::with_capacity(targets_count as usize);
+    for _ in 0..targets_count {
+        let target = FetchTarget {
+            partition_id: reader.u32()?,
+            strategy: PollingStrategy::decode(reader)?,
+            max_bytes: reader.u32()?,
+            incarnation: reader.u64()?,
+            owner_generation: reader.u64()?,
+        };
+        let start_ok = matches!(target.strategy, PollingStrategy::Offset(_) | PollingStrategy::Next);
+        let bytes_ok = (limits.min_max_bytes..=max_bytes).contains(&target.max_bytes);
+        if !start_ok || !bytes_ok || targets.iter().any(|t: &FetchTarget| t.partition_id == target.partition_id) {
+            return Err(ErrorCode::InvalidFormat);
+        }
+        targets.push(target);
+    }
+    Ok(FetchRequest { consumer, topic, wait_us, request_timeout_us, min_count, count, max_bytes, auto_commit, targets })
 }
 
 /// The POLL_MESSAGES body, which the routing codes 103 and 104 carry as well.

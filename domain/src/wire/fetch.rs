@@ -1,47 +1,7 @@
-//! Protocol 0.12's FETCH_MESSAGES (109): one read of up to 1,000 partitions of a topic,
-//! which may wait for `min_count` messages over all of them, and its reply: a table of one
-//! 56-byte section header per partition read, then each section's batches in table order.
+//! The reply of protocol 0.12's FETCH_MESSAGES (109): a table of one 56-byte section header
+//! per partition read, then each section's batches in table order. The request is
+//! `command::FetchRequest`, decoded with the other commands.
 
-use crate::constants::MAX_PARTITIONS_PER_REQUEST;
-use crate::error::ErrorCode;
-use crate::polling::PollingStrategy;
-use crate::reader::Reader;
-use crate::wire::command::{Consumer, TopicRef};
-use crate::wire::decode::{DeferredLimits, consumer, topic_ref};
-
-/// One partition of a fetch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FetchTarget {
-    pub partition_id: u32,
-    /// An offset, or the one after the consumer's stored offset.
-    pub strategy: PollingStrategy,
-    /// Caps this partition's batches, at most the request's `max_bytes`.
-    pub max_bytes: u32,
-    /// The history the client read the partition in (0: any).
-    pub incarnation: u64,
-    pub owner_generation: u64,
-}
-
-/// `[consumer][stream][topic][wait_us u64][request_timeout_us u64][min_count u32][count u32]
-/// [max_bytes u32][auto_commit u8][targets_count u32]` then per target `[partition_id u32]
-/// [strategy 9][max_bytes u32][incarnation u64][owner_generation u64]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchRequest {
-    pub consumer: Consumer,
-    pub topic: TopicRef,
-    pub wait_us: u64,
-    pub request_timeout_us: u64,
-    /// The wait ends once the targets hold this many messages (1 to `count`).
-    pub min_count: u32,
-    /// Caps the messages of the whole reply.
-    pub count: u32,
-    /// Caps the batches of all sections together.
-    pub max_bytes: u32,
-    pub auto_commit: bool,
-    pub targets: Vec<FetchTarget>,
-}
-
-const TARGET_SIZE: usize = 4 + 9 + 4 + 8 + 8;
 /// A section header: `[partition_id u32][status u32][current_offset u64][messages_count u32]
 /// [incarnation u64][owner_generation u64][metadata_op u64][next_offset u64][records_len u32]`.
 pub const SECTION_HEADER_SIZE: usize = 56;
@@ -79,52 +39,14 @@ impl SectionHeader {
     }
 }
 
-/// Decodes and checks a fetch as the 0.12 client checks it before sending: timers within
-/// the deferred limits (a zero wait needs the reply margin too), `min_count` in 1..=`count`,
-/// byte budgets of at least the smallest reply, 1 to 1,000 targets of distinct partitions,
-/// each starting at an offset or at the next one.
-pub fn decode_fetch(reader: &mut Reader<'_>) -> Result<FetchRequest, ErrorCode> {
-    let consumer = consumer(reader)?;
-    let topic = topic_ref(reader)?;
-    let (wait_us, request_timeout_us) = (reader.u64()?, reader.u64()?);
-    let (min_count, count, max_bytes) = (reader.u32()?, reader.u32()?, reader.u32()?);
-    let auto_commit = reader.u8()? != 0;
-    let targets_count = reader.u32()?;
-    if targets_count == 0
-        || targets_count > MAX_PARTITIONS_PER_REQUEST
-        || reader.remaining() != targets_count as usize * TARGET_SIZE
-    {
-        return Err(ErrorCode::InvalidFormat);
-    }
-    let limits = DeferredLimits::CLIENT;
-    let valid = limits.timers_valid(wait_us, request_timeout_us, true)
-        && (1..=count).contains(&min_count)
-        && max_bytes >= limits.min_max_bytes;
-    if !valid {
-        return Err(ErrorCode::InvalidFormat);
-    }
-    let mut targets = Vec::with_capacity(targets_count as usize);
-    for _ in 0..targets_count {
-        let target = FetchTarget {
-            partition_id: reader.u32()?,
-            strategy: PollingStrategy::decode(reader)?,
-            max_bytes: reader.u32()?,
-            incarnation: reader.u64()?,
-            owner_generation: reader.u64()?,
-        };
-        let start_ok = matches!(target.strategy, PollingStrategy::Offset(_) | PollingStrategy::Next);
-        let bytes_ok = (limits.min_max_bytes..=max_bytes).contains(&target.max_bytes);
-        if !start_ok || !bytes_ok || targets.iter().any(|t: &FetchTarget| t.partition_id == target.partition_id) {
-            return Err(ErrorCode::InvalidFormat);
-        }
-        targets.push(target);
-    }
-    Ok(FetchRequest { consumer, topic, wait_us, request_timeout_us, min_count, count, max_bytes, auto_commit, targets })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
+    use crate::polling::PollingStrategy;
+    use crate::reader::Reader;
+    use crate::wire::command::FetchRequest;
+    use crate::wire::decode::decode_fetch;
 
     /// A fetch body as the 0.12 client lays it out: consumer 1 (numeric), stream 1, topic 2.
     fn body(min_count: u32, count: u32, targets: &[(u32, u8, u32)]) -> Vec<u8> {
