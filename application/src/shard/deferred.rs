@@ -49,8 +49,8 @@ impl Drop for WaitingPoll<'_> {
 fn polled_messages(reply: &Reply) -> Option<u32> {
     match reply {
         Reply::Frame(frame) => {
-            let at = HEADER_SIZE + 12;
-            frame.get(at..at + 4).map(|count| u32::from_le_bytes(count.try_into().expect("four bytes")))
+            let prefix = frame.get(HEADER_SIZE..crate::partition::REPLY_ROOM)?;
+            Some(rill_domain::wire::response::read_poll_head(prefix.try_into().ok()?).messages_count)
         }
         Reply::Answer(Answer::EmptyPoll(head)) if head.partition_id == super::messages::RESYNC_PARTITION => None,
         Reply::Answer(Answer::EmptyPoll(head)) => Some(head.messages_count),

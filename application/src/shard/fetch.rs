@@ -10,13 +10,13 @@
 use std::rc::Rc;
 
 use futures_util::future::select_all;
-use rill_domain::answer::PartitionContext;
 use rill_domain::constants::HEADER_SIZE;
 use rill_domain::error::ErrorCode;
 use rill_domain::namespace::Namespace;
 use rill_domain::wire::command::Consumer;
 use rill_domain::wire::command::{FetchRequest, FetchTarget};
 use rill_domain::wire::fetch::{SECTION_HEADER_SIZE, SectionHeader};
+use rill_domain::wire::response;
 
 use crate::memory_pool::PoolSlice;
 use crate::partition::{MAX_POLL_BYTES, PollLimit, REPLY_ROOM, resolved_start};
@@ -41,17 +41,15 @@ impl Section {
 
     /// The section a poll frame makes: the prefix's fields, the batches after it.
     fn read(partition_id: u32, frame: PoolSlice) -> Self {
-        let prefix = &frame[HEADER_SIZE..REPLY_ROOM];
-        let field = |at: usize| u64::from_le_bytes(prefix[at..at + 8].try_into().expect("eight bytes"));
+        let head = response::read_poll_head(frame[HEADER_SIZE..REPLY_ROOM].try_into().expect("a 40-byte prefix"));
         let records = &frame[REPLY_ROOM..];
-        let start = resolved_start(&frame);
         let header = SectionHeader {
             partition_id,
             status: 0,
-            current_offset: field(4),
-            messages_count: u32::from_le_bytes(prefix[12..16].try_into().expect("four bytes")),
-            context: PartitionContext { incarnation: field(16), owner_generation: field(24), metadata_op: field(32) },
-            next_offset: rill_domain::batch::end_offset(records).unwrap_or(start),
+            current_offset: head.current_offset,
+            messages_count: head.messages_count,
+            context: head.context,
+            next_offset: rill_domain::batch::end_offset(records).unwrap_or_else(|| resolved_start(&frame)),
             records_len: records.len() as u32,
         };
         Self { header, frame: Some(frame) }

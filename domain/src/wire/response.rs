@@ -188,6 +188,18 @@ pub fn poll_prefix_size(dialect: Dialect) -> usize {
     }
 }
 
+/// Reads back the 0.12 prefix [`poll_head`] wrote (40 bytes), as a fetch and a waiting poll
+/// read the poll frames their owners answer with.
+pub fn read_poll_head(prefix: &[u8; 40]) -> PollHead {
+    let u64_at = |at: usize| u64::from_le_bytes(prefix[at..at + 8].try_into().expect("eight bytes"));
+    PollHead {
+        partition_id: u32::from_le_bytes(prefix[..4].try_into().expect("four bytes")),
+        current_offset: u64_at(4),
+        messages_count: u32::from_le_bytes(prefix[12..16].try_into().expect("four bytes")),
+        context: PartitionContext { incarnation: u64_at(16), owner_generation: u64_at(24), metadata_op: u64_at(32) },
+    }
+}
+
 /// A poll reply's prefix; batch records follow it.
 pub fn poll_head(dialect: Dialect, out: &mut Vec<u8>, head: &PollHead) {
     out.put_u32(head.partition_id);
@@ -363,6 +375,15 @@ mod tests {
     use crate::answer::Usage;
     use crate::metadata::Topic;
     use crate::topic_options::TopicSettings;
+
+    #[test]
+    fn a_0_12_poll_prefix_reads_back_as_written() {
+        let context = PartitionContext { incarnation: 7, owner_generation: 8, metadata_op: 9 };
+        let head = PollHead { partition_id: 3, current_offset: 41, messages_count: 5, context };
+        let mut out = Vec::new();
+        poll_head(Dialect::V12, &mut out, &head);
+        assert_eq!(read_poll_head(out.as_slice().try_into().unwrap()), head);
+    }
 
     #[test]
     fn stream_matches_the_reference_example() {
