@@ -18,7 +18,9 @@ fn stream(metadata: &Metadata, stream: &Identifier, access: fn(u32) -> Access) -
 /// The access `command` needs from user `caller`; `None` when being logged in is enough.
 pub fn required(metadata: &Metadata, caller: u32, command: &Command<'_>) -> Option<Access> {
     match command {
-        Command::GetStats | Command::GetClients | Command::GetClient { .. } => Some(Access::ReadServers),
+        Command::GetStats | Command::GetClients | Command::GetClient { .. } | Command::GetMetadataChanges(_) => {
+            Some(Access::ReadServers)
+        }
         Command::GetStream { stream: s } => stream(metadata, s, Access::ReadStream),
         Command::GetStreams => Some(Access::ReadStreams),
         Command::GetTopic(t) => topic(metadata, t, Access::ReadTopic),

@@ -395,6 +395,7 @@ impl<E: Env> Shard<E> {
             Command::GetStats => Ok(self.get_stats()),
             Command::GetClusterMetadata => Ok(self.get_cluster_metadata(caller.dialect)),
             Command::GetPartitionRoute { topic, partition_id } => self.partition_route(&topic, partition_id),
+            Command::GetMetadataChanges(query) => self.metadata_changes(query).await,
             Command::GetPollRouting(request) => self.routing(&caller, &request.topic, request.partition_id),
             Command::GetConsumerOffsetRouting { topic, partition_id, .. } => {
                 self.routing(&caller, &topic, partition_id)

@@ -329,4 +329,6 @@ pub enum Answer {
     Synced(Option<(u64, Vec<u32>)>),
     /// A snapshot archive (zip).
     Snapshot(Vec<u8>),
+    /// A GET_METADATA_CHANGES page, laid out by the change feed.
+    MetadataChanges(Vec<u8>),
 }

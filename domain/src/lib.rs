@@ -5,6 +5,7 @@
 pub mod affinity;
 pub mod answer;
 pub mod batch;
+pub mod change_feed;
 pub mod checksum;
 pub mod constants;
 pub mod consumer_group;

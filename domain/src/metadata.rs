@@ -23,6 +23,9 @@ pub struct Stream {
     pub id: u32,
     pub name: String,
     pub created_at: u64,
+    /// The metadata op that created the stream: with the id, it names this stream apart
+    /// from an earlier one that had the same id (0 when restored from a version 2 snapshot).
+    pub created_op: u64,
     pub topics: BTreeMap<u32, Topic>,
 }
 
@@ -31,6 +34,8 @@ pub struct Topic {
     pub id: u32,
     pub name: String,
     pub created_at: u64,
+    /// The metadata op that created the topic (0 when restored from a version 2 snapshot).
+    pub created_op: u64,
     pub settings: TopicSettings,
     /// Creation time of each partition; partition ids are the dense indexes `0..len`.
     pub partitions: Vec<u64>,
@@ -132,6 +137,10 @@ impl Metadata {
         .ok_or(ErrorCode::StreamIdNotFound)
     }
 
+    pub fn stream_by_id(&self, stream_id: u32) -> Option<&Stream> {
+        self.streams.get(&stream_id)
+    }
+
     pub fn stream(&self, stream: &Identifier) -> Result<&Stream, ErrorCode> {
         Ok(&self.streams[&self.stream_id(stream)?])
     }
@@ -161,11 +170,12 @@ impl Metadata {
         Ok(self.streams.get_mut(&stream_id).unwrap().topics.get_mut(&topic_id).unwrap())
     }
 
-    /// Applies one operation. Every check happens before the first mutation, so a refused
-    /// operation leaves the state untouched.
-    pub fn apply(&mut self, op: &MetadataOp<'_>, timestamp: u64) -> Result<Applied, ErrorCode> {
+    /// Applies one operation, journaled as op number `op_number` at `timestamp`. Every
+    /// check happens before the first mutation, so a refused operation leaves the state
+    /// untouched.
+    pub fn apply(&mut self, op: &MetadataOp<'_>, op_number: u64, timestamp: u64) -> Result<Applied, ErrorCode> {
         match op {
-            MetadataOp::CreateStream { name } => self.create_stream(name, timestamp),
+            MetadataOp::CreateStream { name } => self.create_stream(name, op_number, timestamp),
             MetadataOp::UpdateStream { stream, name } => {
                 let stream_id = self.stream_id(stream)?;
                 if self.streams.values().any(|s| &s.name == name && s.id != stream_id) {
@@ -181,7 +191,7 @@ impl Metadata {
             }
             MetadataOp::PurgeStream { stream } => Ok(Applied::StreamPurged { stream_id: self.stream_id(stream)? }),
             MetadataOp::CreateTopic { stream, partitions_count, name, options } => {
-                self.create_topic(stream, *partitions_count, name, options, timestamp)
+                self.create_topic(stream, *partitions_count, name, options, (op_number, timestamp))
             }
             MetadataOp::UpdateTopic { topic, name, options } => self.update_topic(topic, name, options),
             MetadataOp::DeleteTopic(topic) => {
@@ -220,12 +230,18 @@ impl Metadata {
         }
     }
 
-    fn create_stream(&mut self, name: &str, timestamp: u64) -> Result<Applied, ErrorCode> {
+    fn create_stream(&mut self, name: &str, op_number: u64, timestamp: u64) -> Result<Applied, ErrorCode> {
         if self.streams.values().any(|s| s.name == name) {
             return Err(ErrorCode::StreamNameAlreadyExists);
         }
         let stream_id = lowest_free(&self.streams, MAX_STREAMS).ok_or(ErrorCode::TooManyStreams)?;
-        let stream = Stream { id: stream_id, name: name.to_owned(), created_at: timestamp, topics: BTreeMap::new() };
+        let stream = Stream {
+            id: stream_id,
+            name: name.to_owned(),
+            created_at: timestamp,
+            created_op: op_number,
+            topics: BTreeMap::new(),
+        };
         self.streams.insert(stream_id, stream);
         Ok(Applied::StreamCreated { stream_id })
     }
@@ -236,7 +252,7 @@ impl Metadata {
         partitions_count: u32,
         name: &str,
         options: &[u8],
-        timestamp: u64,
+        (op_number, timestamp): (u64, u64),
     ) -> Result<Applied, ErrorCode> {
         let stream_id = self.stream_id(stream)?;
         let topics = &self.streams[&stream_id].topics;
@@ -253,6 +269,7 @@ impl Metadata {
             id: topic_id,
             name: name.to_owned(),
             created_at: timestamp,
+            created_op: op_number,
             settings,
             partitions: vec![timestamp; partitions_count as usize],
             consumer_groups: BTreeMap::new(),

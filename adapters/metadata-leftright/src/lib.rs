@@ -15,14 +15,16 @@ struct View(Metadata);
 
 /// One committed operation, as journaled, or a whole new state.
 enum Committed {
-    Op { operation: u8, timestamp: u64, body: Vec<u8> },
+    Op { op: u64, operation: u8, timestamp: u64, body: Vec<u8> },
     Replace(Metadata),
 }
 
 impl Absorb<Committed> for View {
     fn absorb_first(&mut self, op: &mut Committed, _other: &Self) {
         match op {
-            Committed::Op { operation, timestamp, body } => apply_committed(&mut self.0, *operation, *timestamp, body),
+            Committed::Op { op, operation, timestamp, body } => {
+                apply_committed(&mut self.0, *op, *operation, *timestamp, body)
+            }
             Committed::Replace(metadata) => self.0 = metadata.clone(),
         }
     }
@@ -64,8 +66,8 @@ pub fn new(metadata: Metadata) -> (LeftRightPublisher, ReaderFactory) {
 }
 
 impl MetadataPublish for LeftRightPublisher {
-    fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]) {
-        self.write.append(Committed::Op { operation, timestamp, body: body.to_vec() });
+    fn publish(&mut self, op: u64, operation: u8, timestamp: u64, body: &[u8]) {
+        self.write.append(Committed::Op { op, operation, timestamp, body: body.to_vec() });
         self.write.publish();
     }
 
@@ -91,7 +93,7 @@ mod tests {
     fn readers_still_read_once_the_publisher_is_gone() {
         let (mut publisher, factory) = new(Metadata::default());
         let reader = factory.reader();
-        publisher.publish(operation::CREATE_STREAM, 7, &[4, b'l', b'o', b'g', b's']);
+        publisher.publish(1, operation::CREATE_STREAM, 7, &[4, b'l', b'o', b'g', b's']);
         {
             // As when shard 0 ends and its `Shard`, with the publisher in it, goes.
             let _gone = publisher;
@@ -107,7 +109,7 @@ mod tests {
         let reader = factory.reader();
         assert_eq!(reader.read(|m| m.streams().count()), 0);
         let body = [6u8, b'o', b'r', b'd', b'e', b'r', b's'];
-        publisher.publish(operation::CREATE_STREAM, 42, &body);
+        publisher.publish(2, operation::CREATE_STREAM, 42, &body);
         let other_thread = factory.clone();
         let seen = std::thread::spawn(move || {
             other_thread.reader().read(|m| m.streams().map(|s| (s.name.clone(), s.created_at)).collect::<Vec<_>>())

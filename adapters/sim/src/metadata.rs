@@ -26,8 +26,8 @@ impl MetadataRead for SimMetadata {
 }
 
 impl MetadataPublish for SimMetadata {
-    fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]) {
-        apply_committed(&mut self.metadata.borrow_mut(), operation, timestamp, body);
+    fn publish(&mut self, op: u64, operation: u8, timestamp: u64, body: &[u8]) {
+        apply_committed(&mut self.metadata.borrow_mut(), op, operation, timestamp, body);
     }
 
     fn replace(&mut self, metadata: &Metadata) {

@@ -112,6 +112,10 @@ pub enum ShardRequest {
         operation: u8,
         body: Vec<u8>,
     },
+    /// A page of the metadata change feed, which shard 0 keeps.
+    MetadataChanges {
+        query: rill_domain::change_feed::ChangesQuery,
+    },
     /// Flush every partition the shard owns (shutdown).
     FlushAll,
     /// A request from a connectionless gateway (HTTP), run for a user it authenticated.
@@ -128,6 +132,7 @@ impl ShardRequest {
             ShardRequest::Partition { .. } => "partition",
             ShardRequest::SendReplying { .. } => "send_replying",
             ShardRequest::Metadata { .. } => "metadata",
+            ShardRequest::MetadataChanges { .. } => "metadata_changes",
             ShardRequest::FlushAll => "flush_all",
             ShardRequest::Execute { .. } => "execute",
         }

@@ -11,9 +11,9 @@ pub trait MetadataRead {
 }
 
 pub trait MetadataPublish {
-    /// Applies a committed operation (journaled as `operation`, `timestamp`, `body`) to the
+    /// Applies committed op `op` (journaled as `operation`, `timestamp`, `body`) to the
     /// readers' copies and makes it visible.
-    fn publish(&mut self, operation: u8, timestamp: u64, body: &[u8]);
+    fn publish(&mut self, op: u64, operation: u8, timestamp: u64, body: &[u8]);
 
     /// Replaces the readers' copies with `metadata` whole (after a state transfer, when no
     /// op-by-op history exists to publish).
@@ -22,12 +22,12 @@ pub trait MetadataPublish {
 
 /// Applies a journaled operation to a metadata copy. The operation was validated when it
 /// was committed, so a refusal here means the copies diverged: a bug.
-pub fn apply_committed(metadata: &mut Metadata, operation: u8, timestamp: u64, body: &[u8]) {
+pub fn apply_committed(metadata: &mut Metadata, op_number: u64, operation: u8, timestamp: u64, body: &[u8]) {
     use rill_domain::wire::command::MetadataOp;
     let mut reader = rill_domain::reader::Reader::new(body);
     match MetadataOp::decode(operation, &mut reader) {
         Ok(Some(op)) => {
-            let result = metadata.apply(&op, timestamp);
+            let result = metadata.apply(&op, op_number, timestamp);
             assert!(result.is_ok(), "a committed metadata operation was refused by a replica copy: {result:?}");
         }
         other => panic!("a committed metadata operation does not decode: {other:?}"),

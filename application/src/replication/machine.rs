@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use rill_domain::change_feed::{self, ChangeFeed};
 use rill_domain::checksum::xxh3_64;
 use rill_domain::error::ErrorCode;
 use rill_domain::metadata::{Applied, Metadata};
@@ -30,17 +31,23 @@ pub struct Outcome {
 pub struct MetadataMachine {
     metadata: Metadata,
     outcomes: VecDeque<Outcome>,
+    /// What each committed op changed, for GET_METADATA_CHANGES.
+    feed: ChangeFeed,
     /// Set when state transfer replaced the whole state; the caller republishes it.
     restored: bool,
 }
 
 impl MetadataMachine {
     pub fn new(metadata: Metadata) -> Self {
-        Self { metadata, outcomes: VecDeque::new(), restored: false }
+        Self { metadata, outcomes: VecDeque::new(), feed: ChangeFeed::default(), restored: false }
     }
 
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+
+    pub fn feed(&self) -> &ChangeFeed {
+        &self.feed
     }
 
     /// The outcome of `op`, once it is committed (outcomes before it are discarded).
@@ -69,7 +76,16 @@ impl StateMachine for MetadataMachine {
     fn apply(&mut self, op: u64, timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
         let mut reader = Reader::new(body);
         let result = match MetadataOp::decode(operation, &mut reader) {
-            Ok(Some(decoded)) => self.metadata.apply(&decoded, timestamp),
+            Ok(Some(decoded)) => {
+                let removed = change_feed::before_apply(&self.metadata, &decoded);
+                let result = self.metadata.apply(&decoded, op, timestamp);
+                let changes = match &result {
+                    Ok(applied) => change_feed::after_apply(&self.metadata, &decoded, applied, removed),
+                    Err(_) => Vec::new(),
+                };
+                self.feed.record(op, timestamp, changes);
+                result
+            }
             _ => Err(ErrorCode::InvalidFormat),
         };
         let reply = status_reply(&result);
@@ -87,6 +103,7 @@ impl StateMachine for MetadataMachine {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), InvalidSnapshot> {
         self.metadata = Metadata::from_snapshot(snapshot).map_err(|_| InvalidSnapshot)?;
         self.outcomes.clear();
+        self.feed.clear();
         self.restored = true;
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! publisher that makes committed operations visible to every shard. A shard lives on one
 //! thread and one event loop; no `RefCell` borrow is held across an `.await`.
 
+mod changes;
 mod deferred;
 mod fetch;
 mod group;
@@ -378,6 +379,7 @@ impl<E: Env> Shard<E> {
                 self.commit_metadata(operation, &body).await.map(Reply::Answer)
             }
             ShardRequest::Execute { user_id, request } => self.execute_for_user(user_id, request).await,
+            ShardRequest::MetadataChanges { query } => self.metadata_changes(query).await.map(Reply::Answer),
             ShardRequest::FlushAll => self.flush_owned().await.map(|()| Answer::Nothing.into()).map_err(|error| {
                 tracing::error!(%error, "flushing partitions failed");
                 ErrorCode::IoError

@@ -96,7 +96,7 @@ impl<E: Env> Shard<E> {
         let Some(outcome) = outcome else { return };
         let mut reflected = Ok(());
         if let Ok(applied) = &outcome.result {
-            writer.publisher.borrow_mut().publish(outcome.operation, outcome.timestamp, &outcome.body);
+            writer.publisher.borrow_mut().publish(outcome.op, outcome.operation, outcome.timestamp, &outcome.body);
             if let Err(error) = self.reflect(applied, outcome.timestamp).await {
                 // Committed, but its partitions are not all in place: they are opened again
                 // at the next start. The client hears of the failure.
@@ -128,7 +128,7 @@ impl<E: Env> Shard<E> {
         let Ok(Some(op)) = rill_domain::wire::command::MetadataOp::decode(operation, &mut reader) else {
             return Err(ErrorCode::InvalidFormat);
         };
-        writer.metadata(|metadata| metadata.clone().apply(&op, timestamp).map(|_| ()))?;
+        writer.metadata(|metadata| metadata.clone().apply(&op, 0, timestamp).map(|_| ()))?;
         let request_number = writer.next_request.get() + 1;
         writer.next_request.set(request_number);
         let (reply, answer) = oneshot::channel();

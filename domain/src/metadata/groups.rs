@@ -155,35 +155,35 @@ mod tests {
             MetadataOp::CreateConsumerGroup { topic: topic.clone(), name: "g".into() },
         ];
         for op in &setup {
-            metadata.apply(op, 1).expect("setup");
+            metadata.apply(op, 1, 1).expect("setup");
         }
         let missing = GroupKey { group_id: 9, ..key };
         let join = |member| MetadataOp::JoinGroup { group: key, member };
         assert_eq!(
-            metadata.apply(&MetadataOp::JoinGroup { group: missing, member: member(1, 0, 1, 1) }, 2),
+            metadata.apply(&MetadataOp::JoinGroup { group: missing, member: member(1, 0, 1, 1) }, 2, 2),
             Err(ErrorCode::ConsumerGroupIdNotFound)
         );
-        metadata.apply(&join(member(1, 0, 1, 1)), 2).unwrap();
-        metadata.apply(&join(member(2, 1, 5, 1)), 3).unwrap();
+        metadata.apply(&join(member(1, 0, 1, 1)), 2, 2).unwrap();
+        metadata.apply(&join(member(2, 1, 5, 1)), 3, 3).unwrap();
         let group = metadata.group_state(key).unwrap();
         assert_eq!(group.assignment(2).map(|(_, p)| p), Some(vec![1, 3]));
         assert!(group.revoking(1), "member 1 holds 1 and 3 until it syncs");
-        metadata.apply(&MetadataOp::SettleGroup { group: key, synced: 1, timeout_us: 100 }, 4).unwrap();
+        metadata.apply(&MetadataOp::SettleGroup { group: key, synced: 1, timeout_us: 100 }, 4, 4).unwrap();
         assert!(metadata.group_state(key).unwrap().owns(2, 1));
         // More partitions: both groups' members rebalance, at the op's timestamp.
-        metadata.apply(&MetadataOp::CreatePartitions { topic: topic.clone(), count: 2 }, 5).unwrap();
+        metadata.apply(&MetadataOp::CreatePartitions { topic: topic.clone(), count: 2 }, 5, 5).unwrap();
         assert_eq!(metadata.group_state(key).unwrap().assignment(1).map(|(_, p)| p), Some(vec![0, 2, 4]));
         // Node 1 restarted (boot 6): its members from boot 5 go; node 0's stay.
-        metadata.apply(&MetadataOp::DropMembers { node: 1, boot: 6, connection: None }, 6).unwrap();
+        metadata.apply(&MetadataOp::DropMembers { node: 1, boot: 6, connection: None }, 6, 6).unwrap();
         assert_eq!(metadata.group_state(key).unwrap().assignment(2), None);
         assert!(metadata.group_state(key).unwrap().assignment(1).is_some());
-        metadata.apply(&MetadataOp::DropMembers { node: 0, boot: 1, connection: Some(1) }, 7).unwrap();
+        metadata.apply(&MetadataOp::DropMembers { node: 0, boot: 1, connection: Some(1) }, 7, 7).unwrap();
         assert!(metadata.group_state(key).unwrap().is_empty());
         assert_eq!(
-            metadata.apply(&MetadataOp::LeaveGroup { group: key, client: 1 }, 8),
+            metadata.apply(&MetadataOp::LeaveGroup { group: key, client: 1 }, 8, 8),
             Err(ErrorCode::ConsumerGroupMemberNotFound)
         );
-        metadata.apply(&MetadataOp::DeleteConsumerGroup { topic, group: Identifier::Numeric(0) }, 9).unwrap();
+        metadata.apply(&MetadataOp::DeleteConsumerGroup { topic, group: Identifier::Numeric(0) }, 9, 9).unwrap();
         assert!(metadata.group_state(key).is_none() && metadata.group_states().next().is_none());
     }
 }

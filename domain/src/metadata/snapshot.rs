@@ -11,9 +11,10 @@ use crate::permissions::Permissions;
 use crate::reader::{Put, Reader};
 use crate::topic_options::{Compression, TopicSettings};
 
-/// Format version, first in every snapshot. Version 2 added consumer-group membership;
-/// a version 1 snapshot restores every group with no members.
-const SNAPSHOT_VERSION: u8 = 2;
+/// Format version, first in every snapshot. Version 2 added consumer-group membership (a
+/// version 1 snapshot restores every group with no members); version 3 the op that created
+/// each stream and topic (0 from older snapshots).
+const SNAPSHOT_VERSION: u8 = 3;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.put_u32(bytes.len() as u32);
@@ -82,6 +83,9 @@ fn put_topic(out: &mut Vec<u8>, topic: &Topic, version: u8) {
     out.put_u32(topic.id);
     put_bytes(out, topic.name.as_bytes());
     out.put_u64(topic.created_at);
+    if version >= 3 {
+        out.put_u64(topic.created_op);
+    }
     put_settings(out, &topic.settings);
     out.put_u32(topic.partitions.len() as u32);
     for created_at in &topic.partitions {
@@ -107,6 +111,7 @@ fn topic(reader: &mut Reader<'_>, version: u8) -> Result<Topic, ErrorCode> {
     let id = reader.u32()?;
     let name = text(reader)?;
     let created_at = reader.u64()?;
+    let created_op = if version >= 3 { reader.u64()? } else { 0 };
     let settings = settings(reader)?;
     let partitions = (0..count(reader, 8)?).map(|_| reader.u64()).collect::<Result<Vec<_>, _>>()?;
     let mut consumer_groups = BTreeMap::new();
@@ -127,7 +132,7 @@ fn topic(reader: &mut Reader<'_>, version: u8) -> Result<Topic, ErrorCode> {
             memberships.insert(group_id, group);
         }
     }
-    Ok(Topic { id, name, created_at, settings, partitions, consumer_groups, next_group_id, memberships })
+    Ok(Topic { id, name, created_at, created_op, settings, partitions, consumer_groups, next_group_id, memberships })
 }
 
 fn put_user(out: &mut Vec<u8>, user: &User) {
@@ -191,6 +196,9 @@ impl Metadata {
             out.put_u32(stream.id);
             put_bytes(&mut out, stream.name.as_bytes());
             out.put_u64(stream.created_at);
+            if version >= 3 {
+                out.put_u64(stream.created_op);
+            }
             out.put_u32(stream.topics.len() as u32);
             for topic in stream.topics.values() {
                 put_topic(&mut out, topic, version);
@@ -215,12 +223,13 @@ impl Metadata {
             let id = reader.u32()?;
             let name = text(&mut reader)?;
             let created_at = reader.u64()?;
+            let created_op = if version >= 3 { reader.u64()? } else { 0 };
             let mut topics = BTreeMap::new();
             for _ in 0..count(&mut reader, 40)? {
                 let topic = topic(&mut reader, version)?;
                 topics.insert(topic.id, topic);
             }
-            metadata.streams.insert(id, Stream { id, name, created_at, topics });
+            metadata.streams.insert(id, Stream { id, name, created_at, created_op, topics });
         }
         for _ in 0..count(&mut reader, 30)? {
             let user = user(&mut reader)?;
@@ -266,7 +275,7 @@ mod tests {
             MetadataOp::DeleteStream { stream: Identifier::Numeric(1) },
         ];
         for (index, op) in ops.iter().enumerate() {
-            metadata.apply(op, 1_000 + index as u64).expect("sample op applies");
+            metadata.apply(op, 1 + index as u64, 1_000 + index as u64).expect("sample op applies");
         }
         metadata
     }
@@ -285,7 +294,9 @@ mod tests {
         let metadata = sample();
         let mut v1 = metadata.clone();
         for stream in v1.streams.values_mut() {
+            stream.created_op = 0;
             for topic in stream.topics.values_mut() {
+                topic.created_op = 0;
                 topic.memberships.values_mut().for_each(|group| *group = ConsumerGroup::default());
             }
         }

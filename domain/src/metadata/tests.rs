@@ -3,7 +3,7 @@
 use super::*;
 
 fn create_stream(md: &mut Metadata, name: &str) -> Result<Applied, ErrorCode> {
-    md.apply(&MetadataOp::CreateStream { name: name.into() }, 1)
+    md.apply(&MetadataOp::CreateStream { name: name.into() }, 1, 1)
 }
 
 fn topic_ref(stream: u32, topic: u32) -> TopicRef {
@@ -15,7 +15,7 @@ fn stream_ids_are_lowest_free_from_zero() {
     let mut md = Metadata::default();
     assert_eq!(create_stream(&mut md, "a"), Ok(Applied::StreamCreated { stream_id: 0 }));
     assert_eq!(create_stream(&mut md, "b"), Ok(Applied::StreamCreated { stream_id: 1 }));
-    md.apply(&MetadataOp::DeleteStream { stream: Identifier::Numeric(0) }, 2).unwrap();
+    md.apply(&MetadataOp::DeleteStream { stream: Identifier::Numeric(0) }, 2, 2).unwrap();
     assert_eq!(create_stream(&mut md, "c"), Ok(Applied::StreamCreated { stream_id: 0 }));
     assert_eq!(create_stream(&mut md, "b"), Err(ErrorCode::StreamNameAlreadyExists));
     assert_eq!(md.stream_id(&Identifier::Name("c".into())), Ok(0));
@@ -31,15 +31,18 @@ fn topics_and_partitions() {
         name: "t".into(),
         options: &[],
     };
-    assert_eq!(md.apply(&create, 5), Ok(Applied::TopicCreated { stream_id: 0, topic_id: 0 }));
-    assert_eq!(md.apply(&create, 5), Err(ErrorCode::TopicNameAlreadyExists));
+    assert_eq!(md.apply(&create, 5, 5), Ok(Applied::TopicCreated { stream_id: 0, topic_id: 0 }));
+    assert_eq!(md.apply(&create, 5, 5), Err(ErrorCode::TopicNameAlreadyExists));
     let add = MetadataOp::CreatePartitions { topic: topic_ref(0, 0), count: 2 };
-    assert_eq!(md.apply(&add, 6), Ok(Applied::PartitionsCreated { stream_id: 0, topic_id: 0, first: 3, count: 2 }));
+    assert_eq!(md.apply(&add, 6, 6), Ok(Applied::PartitionsCreated { stream_id: 0, topic_id: 0, first: 3, count: 2 }));
     let remove = MetadataOp::DeletePartitions { topic: topic_ref(0, 0), count: 4 };
-    assert_eq!(md.apply(&remove, 7), Ok(Applied::PartitionsDeleted { stream_id: 0, topic_id: 0, first: 1, count: 4 }));
+    assert_eq!(
+        md.apply(&remove, 7, 7),
+        Ok(Applied::PartitionsDeleted { stream_id: 0, topic_id: 0, first: 1, count: 4 })
+    );
     assert_eq!(md.topic(&topic_ref(0, 0)).unwrap().partitions.len(), 1);
     let too_many = MetadataOp::DeletePartitions { topic: topic_ref(0, 0), count: 2 };
-    assert_eq!(md.apply(&too_many, 8), Err(ErrorCode::InvalidPartitionsCount));
+    assert_eq!(md.apply(&too_many, 8, 8), Err(ErrorCode::InvalidPartitionsCount));
 }
 
 #[test]
@@ -54,17 +57,17 @@ fn refusals_leave_state_untouched() {
         name: "t".into(),
         options: &bad_options,
     };
-    assert_eq!(md.apply(&create, 1), Err(ErrorCode::UnsupportedOptionKey));
+    assert_eq!(md.apply(&create, 1, 1), Err(ErrorCode::UnsupportedOptionKey));
     let missing =
         MetadataOp::CreateTopic { stream: Identifier::Numeric(9), partitions_count: 1, name: "t".into(), options: &[] };
-    assert_eq!(md.apply(&missing, 1), Err(ErrorCode::StreamIdNotFound));
+    assert_eq!(md.apply(&missing, 1, 1), Err(ErrorCode::StreamIdNotFound));
     let too_many = MetadataOp::CreateTopic {
         stream: Identifier::Numeric(0),
         partitions_count: 1001,
         name: "t".into(),
         options: &[],
     };
-    assert_eq!(md.apply(&too_many, 1), Err(ErrorCode::InvalidPartitionsCount));
+    assert_eq!(md.apply(&too_many, 1, 1), Err(ErrorCode::InvalidPartitionsCount));
     assert_eq!(md, before);
 }
 
@@ -79,11 +82,11 @@ fn update_topic_renames_and_checks_keys() {
             name: name.into(),
             options: &[],
         };
-        md.apply(&create, 1).unwrap();
+        md.apply(&create, 1, 1).unwrap();
     }
     let clash = MetadataOp::UpdateTopic { topic: topic_ref(0, 0), name: "b".into(), options: &[] };
-    assert_eq!(md.apply(&clash, 2), Err(ErrorCode::TopicNameAlreadyExists));
+    assert_eq!(md.apply(&clash, 2, 2), Err(ErrorCode::TopicNameAlreadyExists));
     let rename = MetadataOp::UpdateTopic { topic: topic_ref(0, 0), name: "c".into(), options: &[] };
-    assert_eq!(md.apply(&rename, 2), Ok(Applied::TopicUpdated { stream_id: 0, topic_id: 0 }));
+    assert_eq!(md.apply(&rename, 2, 2), Ok(Applied::TopicUpdated { stream_id: 0, topic_id: 0 }));
     assert_eq!(md.topic_by_ids(0, 0).unwrap().name, "c");
 }

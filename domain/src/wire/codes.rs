@@ -9,6 +9,8 @@ pub mod code {
     pub const DESCRIBE_OPTIONS: u32 = 13;
     /// Protocol 0.12: a reconnecting client goes on with its session.
     pub const BIND_SESSION: u32 = 15;
+    /// Protocol 0.12: the metadata change feed and pages of the current state.
+    pub const GET_METADATA_CHANGES: u32 = 17;
     /// Multi-node routing (0.11): a data connection takes on its coordinator's identity.
     pub const ATTACH_CONSUMER_SESSION: u32 = 14;
     pub const GET_ME: u32 = 20;
@@ -127,6 +129,7 @@ pub fn command_name(op: u8, nr_code: u32) -> &'static str {
         (o::NON_REPLICATED, code::POLL_MESSAGES_ON_PRIMARY) => "poll_messages_on_primary",
         (o::NON_REPLICATED, code::GET_CONSUMER_OFFSET_ROUTING) => "get_consumer_offset_routing",
         (o::NON_REPLICATED, code::BIND_SESSION) => "bind_session",
+        (o::NON_REPLICATED, code::GET_METADATA_CHANGES) => "get_metadata_changes",
         (o::NON_REPLICATED, code::GET_PARTITION_ROUTE) => "get_partition_route",
         (o::NON_REPLICATED, code::POLL_MESSAGES_DEFERRED) => "poll_messages_deferred",
         (o::NON_REPLICATED, code::CANCEL_DEFERRED_REQUEST) => "cancel_deferred_request",

@@ -100,6 +100,8 @@ pub enum Command<'a> {
         topic: TopicRef,
         partition_id: u32,
     },
+    /// Protocol 0.12: a page of the metadata change feed or of the current state.
+    GetMetadataChanges(crate::change_feed::ChangesQuery),
     /// Protocol 0.12: give up the deferred poll the header's request number names.
     CancelDeferred,
     /// Which node serves this auto-commit poll (multi-node routing).

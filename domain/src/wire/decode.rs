@@ -302,6 +302,7 @@ fn decode_v12_only<'a>(nr_code: u32, reader: &mut Reader<'a>) -> Result<Option<C
             Command::PollMessages(request)
         }
         code::CANCEL_DEFERRED_REQUEST => Command::CancelDeferred,
+        code::GET_METADATA_CHANGES => Command::GetMetadataChanges(crate::change_feed::ChangesQuery::decode(reader)?),
         code::FETCH_MESSAGES => Command::FetchMessages(decode_fetch(reader)?),
         _ => return Ok(None),
     }))

@@ -69,7 +69,7 @@ pub fn encode(dialect: Dialect, answer: &Answer, out: &mut Vec<u8>) {
                 partitions.iter().for_each(|partition| out.put_u32(*partition));
             }
         }
-        Answer::Snapshot(archive) => out.extend_from_slice(archive),
+        Answer::Snapshot(bytes) | Answer::MetadataChanges(bytes) => out.extend_from_slice(bytes),
     }
 }
 
@@ -404,6 +404,7 @@ mod tests {
             id: 0,
             name: "events".into(),
             created_at: 1_700_000_000_000_000,
+            created_op: 2,
             settings,
             partitions: vec![0],
             consumer_groups: Default::default(),

@@ -71,3 +71,43 @@ fn the_0_12_cli_creates_sends_polls_and_manages() {
     iggy(&server, home, &["stream", "delete", "orders"]);
     assert!(!iggy(&server, home, &["stream", "list"]).contains("orders"));
 }
+
+/// The `"next"` cursor of the last page the CLI printed (one JSON object per line).
+fn last_next_cursor(output: &str) -> String {
+    let line = output.lines().rfind(|line| line.starts_with('{')).expect("a page");
+    let start = line.find("\"next\":\"").expect("a next cursor") + "\"next\":\"".len();
+    line[start..].split('"').next().expect("a closing quote").to_owned()
+}
+
+#[test]
+fn the_0_12_cli_reads_the_metadata_change_feed() {
+    let server = TestServer::start().expect("start rill-server");
+    let home = tempfile::tempdir().expect("a home for the CLI");
+    let home = home.path();
+    iggy(&server, home, &["stream", "create", "orders"]);
+    iggy(&server, home, &["topic", "create", "orders", "events", "2", "none"]);
+    iggy(&server, home, &["consumer-group", "create", "orders", "events", "workers"]);
+    iggy(&server, home, &["user", "create", "alice", "secret-pw"]);
+    iggy(&server, home, &["pat", "create", "mytoken"]);
+    iggy(&server, home, &["topic", "delete", "orders", "events"]);
+
+    let changes = iggy(&server, home, &["metadata", "changes"]);
+    for name in ["orders", "events", "workers", "alice", "mytoken"] {
+        assert!(changes.contains(name), "no {name} in the change feed:\n{changes}");
+    }
+    let topics = iggy(&server, home, &["metadata", "changes", "--groups", "topics"]);
+    assert!(topics.contains("events") && !topics.contains("alice"), "topics only:\n{topics}");
+
+    // The current state, one item a page: the deleted topic is gone, the rest is there.
+    let current = iggy(&server, home, &["metadata", "changes", "--from", "current", "--limit", "1"]);
+    assert!(current.lines().count() > 3, "one item a page:\n{current}");
+    assert!(current.contains("orders") && current.contains("alice") && !current.contains("events"), "{current}");
+
+    // A cursor from one run goes on in the next: only what came after it.
+    let cursor = last_next_cursor(&changes);
+    let quiet = iggy(&server, home, &["metadata", "changes", "--after", &cursor]);
+    assert!(!quiet.contains("orders"), "nothing after the cursor yet:\n{quiet}");
+    iggy(&server, home, &["stream", "create", "audit"]);
+    let later = iggy(&server, home, &["metadata", "changes", "--after", &cursor]);
+    assert!(later.contains("audit") && !later.contains("orders"), "after the cursor:\n{later}");
+}
