@@ -13,6 +13,7 @@ use rill_domain::wire::codes::code;
 
 use crate::memory_pool::PoolSlice;
 use crate::ports::ReplySocket;
+use crate::session_replies::SessionReplies;
 
 /// A session bound to a connection by a successful login.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,25 +61,43 @@ pub struct Connection {
     /// (see [`Connection::may_wait`]); owners on other shards do not write to the socket
     /// then, so no two replies interleave.
     detached: Cell<u32>,
+    /// Its 0.12 session's kept replies (none for a 0.11 login).
+    replies: RefCell<Option<Arc<SessionReplies>>>,
 }
 
 /// What a connection is, apart from its socket: enough to go on serving it on another shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ConnectionState {
     pub client_id: u32,
     pub bound: Option<BoundSession>,
     pub attached: Option<(u128, u64)>,
     pub dialect: Dialect,
+    pub replies: Option<Arc<SessionReplies>>,
 }
+
+/// Equal when every field is, the replies by identity (the same session's store).
+impl PartialEq for ConnectionState {
+    fn eq(&self, other: &Self) -> bool {
+        let same_replies = match (&self.replies, &other.replies) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        (self.client_id, self.bound, self.attached, self.dialect)
+            == (other.client_id, other.bound, other.attached, other.dialect)
+            && same_replies
+    }
+}
+
+impl Eq for ConnectionState {}
 
 impl Connection {
     pub fn new(client_id: u32) -> Self {
-        Self::resume(ConnectionState { client_id, bound: None, attached: None, dialect: Dialect::V11 })
+        Self::resume(ConnectionState { client_id, bound: None, attached: None, dialect: Dialect::V11, replies: None })
     }
 
     /// A connection moved from another shard, logged in as it was there.
     pub fn resume(state: ConnectionState) -> Self {
-        let ConnectionState { client_id, bound, attached, dialect } = state;
+        let ConnectionState { client_id, bound, attached, dialect, replies } = state;
         let attached = Cell::new(attached);
         Self {
             client_id,
@@ -90,6 +109,7 @@ impl Connection {
             dialect: Cell::new(dialect),
             waiting: RefCell::default(),
             detached: Cell::new(0),
+            replies: RefCell::new(replies),
         }
     }
 
@@ -106,6 +126,7 @@ impl Connection {
             bound: self.bound.get(),
             attached: self.attached.get(),
             dialect: self.dialect.get(),
+            replies: self.replies.borrow().clone(),
         }
     }
 
@@ -152,7 +173,17 @@ impl Connection {
 
     /// Unbinds its session (a logout, or a login that replaces it); the one it had.
     pub(crate) fn unbind(&self) -> Option<BoundSession> {
+        self.replies.take();
         self.bound.take()
+    }
+
+    /// The kept replies of its 0.12 session.
+    pub(crate) fn replies(&self) -> Option<Arc<SessionReplies>> {
+        self.replies.borrow().clone()
+    }
+
+    pub(crate) fn set_replies(&self, replies: Option<Arc<SessionReplies>>) {
+        *self.replies.borrow_mut() = replies;
     }
 
     /// The socket a partition's owner on another shard may write a send's reply to.

@@ -12,13 +12,14 @@ use rill_domain::wire::codes::{code, operation};
 use rill_domain::wire::command::{Command, Credentials, DecodeError};
 use rill_domain::wire::encode::EncodedRequest;
 use rill_domain::wire::header::{
-    EvictionReason, RequestHeader, encode_eviction, encode_reply, write_reply, write_reply_header,
+    EvictionReason, RequestHeader, encode_eviction, encode_reply, mark_committed, write_reply, write_reply_header,
 };
 use rill_domain::wire::response;
 
 use crate::connection::{BoundSession, Caller, Connection, Outcome};
 use crate::memory_pool::{PoolBuf, PoolSlice};
 use crate::ports::{BusReply, Env, Reply, ShardReply};
+use crate::session_replies::SessionReplies;
 use crate::shard::Shard;
 
 /// Whether the frame is a 0.12 BIND_SESSION, which like a login announces its dialect.
@@ -169,22 +170,37 @@ impl<E: Env> Shard<E> {
                     session: bound.session,
                     dialect,
                 };
+                // A 0.12 session's replicated request sent again gets its first reply.
+                let replies = connection.replies().filter(|_| operation::is_replicated(header.operation));
+                if let Some(body) =
+                    replies.as_ref().and_then(|kept| kept.replay(header.request, header.request_checksum))
+                {
+                    return Outcome::reply(self.committed_reply(header, &body));
+                }
                 let direct = connection.reply_socket().map(|socket| crate::ports::DirectReply {
                     socket,
                     header: *header,
                     dialect,
+                    replies: replies.clone(),
                 });
                 let request = (header.operation, header.code, frame, HEADER_SIZE);
                 let result = self.run(caller, Some(connection), request, header, direct).await;
-                Outcome::Reply(self.reply_frame(header, dialect, result))
+                Outcome::Reply(self.reply_frame(header, dialect, result, replies.as_deref()))
             }
         }
     }
 
     /// The reply frame of a request's result in `dialect`'s layout: a body framed in a
     /// pooled buffer, or a poll's frame built in place, whose prefix is laid out for the
-    /// dialect and whose header is written where it was left room for.
-    pub(crate) fn reply_frame(&self, header: &RequestHeader, dialect: Dialect, result: BusReply) -> PoolSlice {
+    /// dialect and whose header is written where it was left room for. With `replies` (a
+    /// 0.12 session's replicated request) a success is marked committed and kept.
+    pub(crate) fn reply_frame(
+        &self,
+        header: &RequestHeader,
+        dialect: Dialect,
+        result: BusReply,
+        replies: Option<&SessionReplies>,
+    ) -> PoolSlice {
         match result {
             Ok(Reply::Sent(rest)) => rest.unwrap_or_else(|| PoolSlice::plain(Vec::new())),
             Ok(Reply::Answer(answer)) => {
@@ -192,6 +208,10 @@ impl<E: Env> Shard<E> {
                 response::encode(dialect, &answer, &mut body);
                 let mut frame = self.shared.pool.acquire(HEADER_SIZE + body.len());
                 write_reply(&mut frame, header, self.commit(), 0, &body);
+                if let Some(replies) = replies {
+                    mark_committed(&mut frame, self.commit());
+                    replies.keep(header.request, header.request_checksum, &body);
+                }
                 frame.whole()
             }
             Ok(Reply::Frame(frame)) => {
@@ -201,6 +221,13 @@ impl<E: Env> Shard<E> {
             }
             Err(code) => PoolSlice::plain(encode_reply(header, self.commit(), code.code(), &[])),
         }
+    }
+
+    /// A kept reply sent again, marked as the committed result it is.
+    fn committed_reply(&self, header: &RequestHeader, body: &[u8]) -> Vec<u8> {
+        let mut frame = encode_reply(header, self.commit(), 0, body);
+        mark_committed(&mut frame, self.commit());
+        frame
     }
 
     async fn register(
@@ -225,10 +252,11 @@ impl<E: Env> Shard<E> {
         let Some(session) = self.next_session() else {
             return Outcome::evict(encode_eviction(header.client, EvictionReason::SessionError, (0, 0)));
         };
-        if let Some(secret) = bind_secret {
+        let replies = bind_secret.map(|secret| {
             let now_us = self.now_us();
-            self.shared.sessions.retained.open(session, header.client, user_id, secret, connection.client_id, now_us);
-        }
+            self.shared.sessions.retained.open(session, header.client, user_id, secret, connection.client_id, now_us)
+        });
+        connection.set_replies(replies);
         self.start_session(connection, header, dialect, BoundSession { client: header.client, session, user_id })
     }
 
@@ -268,7 +296,8 @@ impl<E: Env> Shard<E> {
     ) -> Outcome {
         let refused = || Outcome::reply(encode_reply(header, self.commit(), ErrorCode::Unauthenticated.code(), &[]));
         let retained = &self.shared.sessions.retained;
-        let Some(user_id) = retained.bind(session, client, secret, connection.client_id, self.now_us()) else {
+        let Some((user_id, replies)) = retained.bind(session, client, secret, connection.client_id, self.now_us())
+        else {
             tracing::debug!(
                 session,
                 client_id = connection.client_id,
@@ -281,6 +310,7 @@ impl<E: Env> Shard<E> {
             retained.close(session);
             return refused();
         }
+        connection.set_replies(Some(replies));
         self.start_session(connection, header, dialect, BoundSession { client, session, user_id })
     }
 

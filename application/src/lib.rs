@@ -20,6 +20,7 @@ pub mod partitions;
 pub mod ports;
 pub mod replication;
 pub mod retained_sessions;
+pub mod session_replies;
 pub mod shard;
 pub mod shared;
 pub mod tracing_target;

@@ -5,7 +5,9 @@
 //! proves nothing, ends nothing else.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::session_replies::SessionReplies;
 
 /// How long a session is kept after its connection closed.
 pub const RETAIN_US: u64 = 5 * 60 * 1_000_000;
@@ -20,6 +22,8 @@ struct Retained {
     /// The connection holding the session now (its client id), if any.
     holder: Option<u32>,
     released_at_us: u64,
+    /// The replies its replicated requests got, for a client that sends one again.
+    replies: Arc<SessionReplies>,
 }
 
 /// The 0.12 sessions of this process, by session number.
@@ -38,11 +42,23 @@ impl RetainedSessions {
         self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records a 0.12 login's session, held by connection `holder`.
-    pub fn open(&self, session: u64, client: u128, user_id: u32, secret: [u8; 32], holder: u32, now_us: u64) {
+    /// Records a 0.12 login's session, held by connection `holder`; the store of its replies.
+    pub fn open(
+        &self,
+        session: u64,
+        client: u128,
+        user_id: u32,
+        secret: [u8; 32],
+        holder: u32,
+        now_us: u64,
+    ) -> Arc<SessionReplies> {
         let mut sessions = self.lock();
         Self::sweep(&mut sessions, now_us);
-        sessions.insert(session, Retained { client, user_id, secret, holder: Some(holder), released_at_us: 0 });
+        let replies = Arc::new(SessionReplies::default());
+        let retained =
+            Retained { client, user_id, secret, holder: Some(holder), released_at_us: 0, replies: replies.clone() };
+        sessions.insert(session, retained);
+        replies
     }
 
     /// Connection `holder` closed: its session waits for a bind.
@@ -63,8 +79,15 @@ impl RetainedSessions {
 
     /// Hands `session` to connection `holder` when `client` and `secret` are the session's
     /// (taking it from a connection that may not have noticed it is gone); the session's
-    /// user. `None` for a session this process does not know, or one not proven.
-    pub fn bind(&self, session: u64, client: u128, secret: &[u8; 32], holder: u32, now_us: u64) -> Option<u32> {
+    /// user and replies. `None` for a session this process does not know, or one not proven.
+    pub fn bind(
+        &self,
+        session: u64,
+        client: u128,
+        secret: &[u8; 32],
+        holder: u32,
+        now_us: u64,
+    ) -> Option<(u32, Arc<SessionReplies>)> {
         let mut sessions = self.lock();
         Self::sweep(&mut sessions, now_us);
         let retained = sessions.get_mut(&session)?;
@@ -72,7 +95,7 @@ impl RetainedSessions {
             return None;
         }
         retained.holder = Some(holder);
-        Some(retained.user_id)
+        Some((retained.user_id, retained.replies.clone()))
     }
 
     /// Forgets released sessions past [`RETAIN_US`], and the longest released past
@@ -112,12 +135,16 @@ mod tests {
         let sessions = RetainedSessions::default();
         sessions.open(9, 1, 4, SECRET, 100, 0);
         sessions.release(9, 100, 10);
-        assert_eq!(sessions.bind(9, 2, &SECRET, 101, 20), None, "another client");
-        assert_eq!(sessions.bind(9, 1, &[8; 32], 101, 20), None, "another secret");
-        assert_eq!(sessions.bind(8, 1, &SECRET, 101, 20), None, "another session");
-        assert_eq!(sessions.bind(9, 1, &SECRET, 101, 20), Some(4));
+        assert_eq!(sessions.bind(9, 2, &SECRET, 101, 20).map(|(user, _)| user), None, "another client");
+        assert_eq!(sessions.bind(9, 1, &[8; 32], 101, 20).map(|(user, _)| user), None, "another secret");
+        assert_eq!(sessions.bind(8, 1, &SECRET, 101, 20).map(|(user, _)| user), None, "another session");
+        assert_eq!(sessions.bind(9, 1, &SECRET, 101, 20).map(|(user, _)| user), Some(4));
         sessions.release(9, 100, 30);
-        assert_eq!(sessions.bind(9, 1, &SECRET, 102, 40 + RETAIN_US), Some(4), "the old holder released nothing");
+        assert_eq!(
+            sessions.bind(9, 1, &SECRET, 102, 40 + RETAIN_US).map(|(user, _)| user),
+            Some(4),
+            "the old holder released nothing"
+        );
     }
 
     #[test]
@@ -125,10 +152,10 @@ mod tests {
         let sessions = RetainedSessions::default();
         sessions.open(1, 1, 0, SECRET, 100, 0);
         sessions.close(1);
-        assert_eq!(sessions.bind(1, 1, &SECRET, 101, 1), None);
+        assert_eq!(sessions.bind(1, 1, &SECRET, 101, 1).map(|(user, _)| user), None);
         sessions.open(2, 1, 0, SECRET, 100, 0);
         sessions.release(2, 100, 10);
-        assert_eq!(sessions.bind(2, 1, &SECRET, 101, 10 + RETAIN_US), None);
+        assert_eq!(sessions.bind(2, 1, &SECRET, 101, 10 + RETAIN_US).map(|(user, _)| user), None);
         assert!(sessions.is_empty());
     }
 }

@@ -78,6 +78,8 @@ pub struct DirectReply {
     pub header: RequestHeader,
     /// The layout the client's connection reads replies in.
     pub dialect: rill_domain::version::Dialect,
+    /// Its 0.12 session's kept replies, when the request is replicated.
+    pub replies: Option<std::sync::Arc<crate::session_replies::SessionReplies>>,
 }
 
 impl std::fmt::Debug for DirectReply {
@@ -240,7 +242,7 @@ pub trait Inbox {
 }
 
 /// Which protocol a handed-off plaintext connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectionKind {
     Tcp,
     /// Not upgraded yet: the serving shard performs the WebSocket handshake.

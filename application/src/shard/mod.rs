@@ -347,7 +347,7 @@ impl<E: Env> Shard<E> {
     /// socket does not take at once, goes back to the connection's shard.
     fn reply_directly(&self, direct: crate::ports::DirectReply, result: BusReply) -> BusReply {
         let reply = result?;
-        let frame = self.reply_frame(&direct.header, direct.dialect, Ok(reply));
+        let frame = self.reply_frame(&direct.header, direct.dialect, Ok(reply), direct.replies.as_deref());
         let written = direct.socket.try_send(&frame).unwrap_or(0);
         if written == frame.len() {
             self.shared.telemetry.bus.direct_replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -93,6 +93,12 @@ pub mod operation {
     }
 
     /// Whether the byte names any operation a client's decoder accepts (0.12's included).
+    /// Whether a request of operation `op` changes state the server keeps (everything but
+    /// reads, logins and logouts): a 0.12 client may send it again after losing its reply.
+    pub fn is_replicated(op: u8) -> bool {
+        !matches!(op, REGISTER | NON_REPLICATED | LOGOUT)
+    }
+
     pub fn is_known(op: u8) -> bool {
         matches!(op, 1..=3 | 64..=68 | 128..=150 | 160..=162)
     }

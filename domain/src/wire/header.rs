@@ -129,9 +129,21 @@ pub fn write_reply_header(frame: &mut [u8], request: &RequestHeader, commit: u64
     out[200..208].copy_from_slice(&request.request.to_le_bytes());
     out[208] = request.operation;
     out[216..220].copy_from_slice(&status.to_le_bytes());
-    // Byte 220 (a committed result's marker) stays zero: no reply claims a replayable
-    // commit. The incarnation echo is zero for every 0.11 request.
+    // Byte 220 (a committed result's marker) stays zero here (`mark_committed` sets it).
+    // The incarnation echo is zero for every 0.11 request.
     out[224..232].copy_from_slice(&request.partition_incarnation.to_le_bytes());
+}
+
+/// Marks a written reply as the final committed result of its request, as protocol 0.12
+/// reads it: byte 220 is 1 and `op` (176) equals `commit` (184), which must be nonzero.
+/// A 0.12 client retrying a request whose first reply it lost accepts only such a reply.
+pub fn mark_committed(frame: &mut [u8], commit: u64) {
+    if commit == 0 {
+        return;
+    }
+    frame[176..184].copy_from_slice(&commit.to_le_bytes());
+    frame[184..192].copy_from_slice(&commit.to_le_bytes());
+    frame[220] = 1;
 }
 
 /// Why a session is refused or ended; the byte at offset 255 of an Eviction frame.
