@@ -68,7 +68,7 @@ fn commands<'a>(batch: &'a [u8], options: &'a [u8]) -> Vec<Command<'a>> {
             topic: topic(),
             partition_id: None,
         },
-        Command::Metadata(MetadataOp::CreateStream { name: "s".into() }),
+        Command::Metadata(MetadataOp::CreateStream { name: "s".into(), options: &[] }),
         Command::Metadata(MetadataOp::CreateTopic {
             stream: Identifier::Numeric(1),
             partitions_count: 3,
@@ -150,8 +150,10 @@ fn journal_seeds(dir: &Path) -> std::io::Result<()> {
     let mut parent = ROOT_CHECKSUM;
     let mut entries = Vec::new();
     for op in 1..=4 {
-        let body =
-            Command::Metadata(MetadataOp::CreateStream { name: format!("s{op}") }).encode().expect("encode").body;
+        let body = Command::Metadata(MetadataOp::CreateStream { name: format!("s{op}"), options: &[] })
+            .encode()
+            .expect("encode")
+            .body;
         let next = entry(op, parent, body);
         parent = next.checksum;
         block_on(journal.append(&next)).expect("append");

@@ -23,6 +23,7 @@ pub mod retained_sessions;
 pub mod session_replies;
 pub mod shard;
 pub mod shared;
+pub mod stream_keys;
 pub mod tracing_target;
 pub mod yield_now;
 

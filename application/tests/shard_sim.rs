@@ -244,7 +244,7 @@ impl Run {
     /// neither; each with 1-3 partitions of 1 MiB segments, maybe expiring messages.
     fn create_topics(&mut self) {
         let mut admin = self.login();
-        let stream = Command::Metadata(MetadataOp::CreateStream { name: "sim".into() }).encode().unwrap();
+        let stream = Command::Metadata(MetadataOp::CreateStream { name: "sim".into(), options: &[] }).encode().unwrap();
         admin.call(stream.operation, stream.code, &stream.body).unwrap_or_else(|e| self.fail(format!("stream: {e}")));
         for persisted in [true, false] {
             let partitions = 1 + self.rng.below(3) as u32;

@@ -143,6 +143,8 @@ pub struct StreamInfo {
     pub topics_count: u32,
     pub usage: Usage,
     pub name: String,
+    /// The derived options 0.12 reads report (`stream_options::derived_options`).
+    pub derived_options: Vec<u8>,
 }
 
 /// A stream with its topics.

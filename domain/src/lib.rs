@@ -23,6 +23,7 @@ pub mod reader;
 pub mod retention;
 pub mod segment;
 pub mod snapshot;
+pub mod stream_options;
 pub mod topic_options;
 pub mod version;
 pub mod vsr;

@@ -26,6 +26,8 @@ pub struct Stream {
     /// The metadata op that created the stream: with the id, it names this stream apart
     /// from an earlier one that had the same id (0 when restored from a version 2 snapshot).
     pub created_op: u64,
+    /// Its committed options block: empty, or its key's envelope (`stream_options`).
+    pub options: Vec<u8>,
     pub topics: BTreeMap<u32, Topic>,
 }
 
@@ -175,7 +177,7 @@ impl Metadata {
     /// untouched.
     pub fn apply(&mut self, op: &MetadataOp<'_>, op_number: u64, timestamp: u64) -> Result<Applied, ErrorCode> {
         match op {
-            MetadataOp::CreateStream { name } => self.create_stream(name, op_number, timestamp),
+            MetadataOp::CreateStream { name, options } => self.create_stream(name, options, (op_number, timestamp)),
             MetadataOp::UpdateStream { stream, name } => {
                 let stream_id = self.stream_id(stream)?;
                 if self.streams.values().any(|s| &s.name == name && s.id != stream_id) {
@@ -230,16 +232,23 @@ impl Metadata {
         }
     }
 
-    fn create_stream(&mut self, name: &str, op_number: u64, timestamp: u64) -> Result<Applied, ErrorCode> {
+    fn create_stream(
+        &mut self,
+        name: &str,
+        options: &[u8],
+        (op_number, timestamp): (u64, u64),
+    ) -> Result<Applied, ErrorCode> {
         if self.streams.values().any(|s| s.name == name) {
             return Err(ErrorCode::StreamNameAlreadyExists);
         }
+        crate::stream_options::stored_envelope(options)?;
         let stream_id = lowest_free(&self.streams, MAX_STREAMS).ok_or(ErrorCode::TooManyStreams)?;
         let stream = Stream {
             id: stream_id,
             name: name.to_owned(),
             created_at: timestamp,
             created_op: op_number,
+            options: options.to_vec(),
             topics: BTreeMap::new(),
         };
         self.streams.insert(stream_id, stream);

@@ -344,6 +344,14 @@ impl OptionSpec {
 /// `TopicSettings::default()`, so the catalog cannot drift from what a create does without
 /// options. Streams and users take no keys: their create commands refuse any (4041).
 pub fn option_catalog(scope: u8) -> Vec<OptionSpec> {
+    if scope == SCOPE_STREAM {
+        return vec![OptionSpec {
+            key: crate::stream_options::ENCRYPTION_KEY,
+            kind: tlv::KIND_RAW,
+            default: Vec::new(),
+            description: "the stream's own at-rest key, 32 bytes raw or base64; create-only, never returned; needs the server key ([system.encryption]), which otherwise draws one for every new stream",
+        }];
+    }
     if scope != SCOPE_TOPIC {
         return Vec::new();
     }
@@ -510,7 +518,8 @@ mod tests {
             settings.explicit.clear();
             assert_eq!(settings, TopicSettings::default(), "{}", spec.key);
         }
-        assert!(option_catalog(SCOPE_STREAM).is_empty());
+        let stream: Vec<&str> = option_catalog(SCOPE_STREAM).iter().map(|spec| spec.key).collect();
+        assert_eq!(stream, ["encryption_key"]);
         assert!(option_catalog(SCOPE_USER).is_empty());
     }
 }

@@ -17,7 +17,7 @@ use rill_domain::wire::header::{RequestHeader, encode_reply, frame_size};
 
 fn seeded_metadata() -> Metadata {
     let mut metadata = Metadata::default();
-    let stream = MetadataOp::CreateStream { name: "s".into() };
+    let stream = MetadataOp::CreateStream { name: "s".into(), options: &[] };
     let topic = MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 1, name: "t".into(), options: &[] };
     let user = MetadataOp::InsertUser { username: "worker".into(), password_hash: "h".into(), status: 1, permissions: None };
     for op in [stream, topic, user] {

@@ -42,7 +42,9 @@ pub struct LeftRightPublisher {
     write: ManuallyDrop<WriteHandle<View, Committed>>,
 }
 
-/// A shard's reader; create one per shard thread from the factory.
+/// A shard's reader; create one per shard thread from the factory (a clone reads on the
+/// same thread).
+#[derive(Clone)]
 pub struct LeftRightReader {
     read: ReadHandle<View>,
 }

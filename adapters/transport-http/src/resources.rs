@@ -101,7 +101,9 @@ pub async fn create_stream(State(state): Http, headers: HeaderMap, bytes: Bytes)
     created(
         async {
             let request: NameBody = body(&bytes)?;
-            let reply = state.run(&headers, Command::Metadata(MetadataOp::CreateStream { name: request.name })).await?;
+            let reply = state
+                .run(&headers, Command::Metadata(MetadataOp::CreateStream { name: request.name, options: &[] }))
+                .await?;
             replies::routes::stream_details(reply)
         }
         .await,

@@ -175,7 +175,7 @@ impl<E: Env> GroupCore<E> {
             return self.gap_given_up(reach, namespace, log.next_offset(), base_offset);
         }
         let store = reach.store;
-        let stored = match store.seal(PoolSlice::plain(batch.to_vec())) {
+        let stored = match store.seal(namespace, PoolSlice::plain(batch.to_vec())) {
             Ok(stored) => stored,
             Err(code) => {
                 tracing::error!(%code, partition = %label(namespace), "cannot seal a committed batch");

@@ -203,7 +203,7 @@ impl<E: Env> PartitionStore<E> {
         damaged.clone_from(&polled.damaged);
         let returned = self.after_poll(namespace, &partition, &polled, start, key, commit).await?;
         let Polled { frame, messages, .. } = polled;
-        let mut frame = self.open_sealed(frame)?;
+        let mut frame = self.open_sealed(namespace, frame)?;
         partition.stats.polled_messages.fetch_add(messages as u64, Ordering::Relaxed);
         partition.stats.polled_bytes.fetch_add(frame.len().saturating_sub(REPLY_ROOM) as u64, Ordering::Relaxed);
         let context = PartitionContext {
@@ -276,7 +276,7 @@ impl<E: Env> PartitionStore<E> {
             data.duplicates_dropped.fetch_add(u64::from(count), Ordering::Relaxed);
             return Ok(Appended { base_offset, stored: 0, duplicates: count, bytes: 0, flush_due: false });
         }
-        let batch = self.seal(batch)?;
+        let batch = self.seal(namespace, batch)?;
         let was_read_only = log.write_failure().is_some();
         let result = match self.flush_queue.running() {
             true => log.append_deferring(&self.storage, batch, now_us).await,

@@ -11,6 +11,7 @@ mod maintenance;
 pub mod markers;
 mod owner;
 mod partition;
+mod sealers;
 mod store;
 
 pub(crate) use local::{AutoCommit, io_failure};

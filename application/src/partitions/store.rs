@@ -16,7 +16,7 @@ use rill_domain::error::ErrorCode;
 use super::flush_queue::FlushQueue;
 use super::markers::{self, CREATED_AT_MARKER, RESET_MARKER};
 use super::partition::{Partition, label};
-use crate::encryption::Encryptor;
+use super::sealers::Sealers;
 use crate::memory_pool::PoolSlice;
 use crate::partition::{Detached, PartitionLog, PartitionSettings, SpareBudget};
 use crate::ports::{Clock, Env, Storage};
@@ -35,8 +35,8 @@ pub struct PartitionStore<E: Env> {
     /// Partitions this shard owns whose opening failed (a disk error), with the `fresh` and
     /// `created_at` they were opened with: opened again by the failed-write retry.
     unopened: RefCell<BTreeMap<Namespace, (bool, u64)>>,
-    /// Seals messages before they are stored and opens them in polls (encryption at rest).
-    encryptor: Option<Encryptor>,
+    /// Seal messages before they are stored and open them in polls (encryption at rest).
+    sealers: Sealers<E::MetadataReader>,
     /// Partitions whose flush a send left to the flusher.
     pub(super) flush_queue: FlushQueue,
     /// The budget of the spare logs its partitions keep (`partition::spares`); `None`
@@ -45,8 +45,14 @@ pub struct PartitionStore<E: Env> {
 }
 
 impl<E: Env> PartitionStore<E> {
-    pub fn new(storage: E::Storage, clock: E::Clock, shared: Arc<Shared>, shard_id: u16) -> Self {
-        let encryptor = shared.config.encryption.as_ref().map(Encryptor::new);
+    pub fn new(
+        storage: E::Storage,
+        clock: E::Clock,
+        shared: Arc<Shared>,
+        shard_id: u16,
+        metadata: E::MetadataReader,
+    ) -> Self {
+        let sealers = Sealers::new(shared.config.encryption.as_ref(), metadata);
         let budget_bytes = shared.config.data.spare_logs_bytes.saturating_mul(shared.shard_count.into());
         let counters = shared.telemetry.data.spare_logs.clone();
         let spares = (budget_bytes > 0).then(|| SpareBudget::new(budget_bytes, counters));
@@ -57,7 +63,7 @@ impl<E: Env> PartitionStore<E> {
             shard_id,
             partitions: RefCell::default(),
             unopened: RefCell::default(),
-            encryptor,
+            sealers,
             flush_queue: FlushQueue::default(),
             spares,
         }
@@ -242,9 +248,10 @@ impl<E: Env> PartitionStore<E> {
         failure.map_or(Ok(()), Err)
     }
 
-    /// The batch as it is stored: sealed when encryption at rest is on.
-    pub(crate) fn seal(&self, batch: PoolSlice) -> Result<PoolSlice, ErrorCode> {
-        let Some(encryptor) = &self.encryptor else { return Ok(batch) };
+    /// The batch as it is stored: sealed when encryption at rest is on, with the key of
+    /// `namespace`'s stream.
+    pub(crate) fn seal(&self, namespace: Namespace, batch: PoolSlice) -> Result<PoolSlice, ErrorCode> {
+        let Some(encryptor) = self.sealers.for_stream(namespace.stream_id())? else { return Ok(batch) };
         let count = rill_domain::batch::BatchHeader::read(&batch).message_count as usize;
         let mut sealed = Vec::with_capacity(batch.len() + count * crate::encryption::SEAL_OVERHEAD);
         encryptor.seal_batch(&batch, &mut sealed)?;
@@ -253,8 +260,8 @@ impl<E: Env> PartitionStore<E> {
 
     /// Opens sealed messages for a poll's reply (encryption at rest); the frame as it is
     /// without it.
-    pub(super) fn open_sealed(&self, frame: PoolSlice) -> Result<PoolSlice, ErrorCode> {
-        let Some(encryptor) = &self.encryptor else { return Ok(frame) };
+    pub(super) fn open_sealed(&self, namespace: Namespace, frame: PoolSlice) -> Result<PoolSlice, ErrorCode> {
+        let Some(encryptor) = self.sealers.for_stream(namespace.stream_id())? else { return Ok(frame) };
         let room = crate::partition::REPLY_ROOM;
         // Sealed messages open into a reply of their own: the plain bytes are shorter.
         let mut opened = Vec::with_capacity(frame.len());

@@ -6,7 +6,8 @@
 
 use rill_domain::metadata::Metadata;
 
-pub trait MetadataRead {
+/// Cloneable: each shard's partition store reads through a copy of its shard's reader.
+pub trait MetadataRead: Clone {
     fn read<R>(&self, f: impl FnOnce(&Metadata) -> R) -> R;
 }
 

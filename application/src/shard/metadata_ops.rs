@@ -25,12 +25,39 @@ impl<E: Env> Shard<E> {
         {
             return Err(ErrorCode::InvalidReplicationFactor);
         }
+        let sealed_create;
+        let body = match op {
+            MetadataOp::CreateStream { name, options } => {
+                sealed_create = self.stream_create_body(name, options)?;
+                sealed_create.as_deref().unwrap_or(body)
+            }
+            _ => body,
+        };
         if self.writer.is_none() {
             self.shared.telemetry.bus.metadata_forwarded.fetch_add(1, Ordering::Relaxed);
             let request = ShardRequest::Metadata { operation, body: body.to_vec() };
             return self.bus.call(0, request).await?.into_answer();
         }
         self.commit_metadata(operation, body).await
+    }
+
+    /// A stream create's body as it is committed, when it differs from the client's: with
+    /// the server key, the stream's key (the client's, or one drawn here) goes in sealed in
+    /// its envelope, never in clear; without it, a key asked for is refused (4106).
+    fn stream_create_body(&self, name: &str, options: &[u8]) -> Result<Option<Vec<u8>>, ErrorCode> {
+        let requested = rill_domain::stream_options::requested_key(options)?;
+        let Some(server_key) = &self.shared.config.encryption else {
+            return match requested {
+                Some(_) => Err(ErrorCode::StreamEncryptionUnavailable),
+                None => Ok(None),
+            };
+        };
+        let block = crate::stream_keys::KeyWrapper::new(server_key).create_block(requested)?;
+        let create = rill_domain::wire::command::Command::Metadata(MetadataOp::CreateStream {
+            name: name.to_owned(),
+            options: &block,
+        });
+        Ok(Some(create.encode()?.body))
     }
 
     /// Commits a metadata operation on shard 0.

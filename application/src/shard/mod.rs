@@ -184,8 +184,13 @@ pub struct Shard<E: Env> {
 impl<E: Env> Shard<E> {
     pub fn new(parts: ShardParts<E>) -> Self {
         let shard_id = parts.bus.shard_id();
-        let partitions =
-            PartitionStore::new(parts.storage.clone(), parts.clock.clone(), parts.shared.clone(), shard_id);
+        let partitions = PartitionStore::new(
+            parts.storage.clone(),
+            parts.clock.clone(),
+            parts.shared.clone(),
+            shard_id,
+            parts.metadata.clone(),
+        );
         Self {
             shard_id,
             storage: parts.storage,

@@ -37,7 +37,15 @@ fn stream_info(metadata: &Metadata, shared: &Shared, stream_id: u32) -> Option<S
         usage += topic_usage(shared, stream_id, topic);
     }
     let topics_count = stream.topics.len() as u32;
-    Some(StreamInfo { id: stream.id, created_at: stream.created_at, topics_count, usage, name: stream.name.clone() })
+    let envelope = rill_domain::stream_options::stored_envelope(&stream.options).ok().flatten();
+    Some(StreamInfo {
+        id: stream.id,
+        created_at: stream.created_at,
+        topics_count,
+        usage,
+        name: stream.name.clone(),
+        derived_options: rill_domain::stream_options::derived_options(envelope),
+    })
 }
 
 /// A stream with a header for each of its topics.

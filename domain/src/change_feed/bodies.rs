@@ -68,7 +68,8 @@ pub(crate) fn stream_body(stream: &Stream) -> Vec<u8> {
     stream_key(&mut out, stream);
     out.put_u64(stream.created_at);
     out.put_name(&stream.name);
-    options(&mut out, &[], &[]);
+    let envelope = crate::stream_options::stored_envelope(&stream.options).ok().flatten();
+    options(&mut out, &[], &crate::stream_options::derived_options(envelope));
     out
 }
 

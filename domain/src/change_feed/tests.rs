@@ -38,14 +38,14 @@ fn topic() -> TopicRef {
 
 fn sample(capacity: usize) -> Log {
     let mut log = Log::new(capacity);
-    log.apply(MetadataOp::CreateStream { name: "orders".into() });
+    log.apply(MetadataOp::CreateStream { name: "orders".into(), options: &[] });
     log.apply(MetadataOp::CreateTopic {
         stream: Identifier::Numeric(0),
         partitions_count: 2,
         name: "eu".into(),
         options: &[],
     });
-    log.apply(MetadataOp::CreateStream { name: "orders".into() }); // refused: a name taken
+    log.apply(MetadataOp::CreateStream { name: "orders".into(), options: &[] }); // refused: a name taken
     log.apply(MetadataOp::CreateConsumerGroup { topic: topic(), name: "billing".into() });
     log.apply(MetadataOp::DeleteConsumerGroup { topic: topic(), group: Identifier::Name("billing".into()) });
     log.apply(MetadataOp::CreatePartitions { topic: topic(), count: 3 });
@@ -163,7 +163,7 @@ fn the_current_state_pages_through_every_item_and_ends_without_a_token() {
         name: "us".into(),
         options: &[],
     });
-    log.apply(MetadataOp::CreateStream { name: "audit".into() });
+    log.apply(MetadataOp::CreateStream { name: "audit".into(), options: &[] });
     log.apply(MetadataOp::CreateConsumerGroup { topic: topic(), name: "fraud".into() });
     let whole = log.page(Start::Current(None), 100, u8::MAX);
     let groups: Vec<u8> = whole.items.iter().map(|i| i.0).collect();
@@ -190,7 +190,7 @@ fn restored_state_starts_the_feed_again_at_the_next_op() {
     let mut log = sample(RECORDS_MAX);
     log.feed.clear();
     assert_eq!(log.page(Start::Earliest, 10, u8::MAX).oldest_op, 9, "nothing applied since: the head");
-    log.apply(MetadataOp::CreateStream { name: "audit".into() });
+    log.apply(MetadataOp::CreateStream { name: "audit".into(), options: &[] });
     let page = log.page(Start::Earliest, 10, u8::MAX);
     assert_eq!((kinds(&page), page.oldest_op), (vec![1], 9));
 }

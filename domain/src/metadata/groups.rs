@@ -145,7 +145,7 @@ mod tests {
         let topic = TopicRef { stream: Identifier::Numeric(0), topic: Identifier::Numeric(0) };
         let key = GroupKey { stream_id: 0, topic_id: 0, group_id: 0 };
         let setup = [
-            MetadataOp::CreateStream { name: "s".into() },
+            MetadataOp::CreateStream { name: "s".into(), options: &[] },
             MetadataOp::CreateTopic {
                 stream: Identifier::Numeric(0),
                 partitions_count: 4,

@@ -13,8 +13,8 @@ use crate::topic_options::{Compression, TopicSettings};
 
 /// Format version, first in every snapshot. Version 2 added consumer-group membership (a
 /// version 1 snapshot restores every group with no members); version 3 the op that created
-/// each stream and topic (0 from older snapshots).
-const SNAPSHOT_VERSION: u8 = 3;
+/// each stream and topic (0 from older snapshots); version 4 each stream's options block.
+const SNAPSHOT_VERSION: u8 = 4;
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.put_u32(bytes.len() as u32);
@@ -199,6 +199,9 @@ impl Metadata {
             if version >= 3 {
                 out.put_u64(stream.created_op);
             }
+            if version >= 4 {
+                put_bytes(&mut out, &stream.options);
+            }
             out.put_u32(stream.topics.len() as u32);
             for topic in stream.topics.values() {
                 put_topic(&mut out, topic, version);
@@ -224,12 +227,14 @@ impl Metadata {
             let name = text(&mut reader)?;
             let created_at = reader.u64()?;
             let created_op = if version >= 3 { reader.u64()? } else { 0 };
+            let options = if version >= 4 { self::bytes(&mut reader)?.to_vec() } else { Vec::new() };
+            crate::stream_options::stored_envelope(&options)?;
             let mut topics = BTreeMap::new();
             for _ in 0..count(&mut reader, 40)? {
                 let topic = topic(&mut reader, version)?;
                 topics.insert(topic.id, topic);
             }
-            metadata.streams.insert(id, Stream { id, name, created_at, created_op, topics });
+            metadata.streams.insert(id, Stream { id, name, created_at, created_op, options, topics });
         }
         for _ in 0..count(&mut reader, 30)? {
             let user = user(&mut reader)?;
@@ -249,8 +254,8 @@ mod tests {
     fn sample() -> Metadata {
         let mut metadata = Metadata::default();
         let ops = [
-            MetadataOp::CreateStream { name: "orders".into() },
-            MetadataOp::CreateStream { name: "audit".into() },
+            MetadataOp::CreateStream { name: "orders".into(), options: &[] },
+            MetadataOp::CreateStream { name: "audit".into(), options: &[] },
             MetadataOp::CreateTopic {
                 stream: Identifier::Numeric(0),
                 partitions_count: 3,

@@ -3,7 +3,7 @@
 use super::*;
 
 fn create_stream(md: &mut Metadata, name: &str) -> Result<Applied, ErrorCode> {
-    md.apply(&MetadataOp::CreateStream { name: name.into() }, 1, 1)
+    md.apply(&MetadataOp::CreateStream { name: name.into(), options: &[] }, 1, 1)
 }
 
 fn topic_ref(stream: u32, topic: u32) -> TopicRef {

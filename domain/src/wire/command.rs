@@ -248,8 +248,11 @@ pub struct FetchRequest {
 /// `(operation, timestamp, body)`, so replay decodes them with this same code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataOp<'a> {
+    /// `options` as committed: empty, or the stream key's envelope (`stream_options`);
+    /// from a client, its own block, which the server rewrites before committing.
     CreateStream {
         name: String,
+        options: &'a [u8],
     },
     UpdateStream {
         stream: Identifier,

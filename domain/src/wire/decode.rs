@@ -418,7 +418,7 @@ impl<'a> MetadataOp<'a> {
     /// Decodes a metadata mutation; `None` for metadata operations not served yet.
     pub fn decode(operation: u8, reader: &mut Reader<'a>) -> Result<Option<Self>, ErrorCode> {
         Ok(Some(match operation {
-            op::CREATE_STREAM => MetadataOp::CreateStream { name: reader.name()? }.skip_options(reader)?,
+            op::CREATE_STREAM => MetadataOp::CreateStream { name: reader.name()?, options: reader.rest() },
             op::UPDATE_STREAM => MetadataOp::UpdateStream { stream: Identifier::decode(reader)?, name: reader.name()? }
                 .skip_options(reader)?,
             op::DELETE_STREAM => MetadataOp::DeleteStream { stream: Identifier::decode(reader)? },

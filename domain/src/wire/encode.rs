@@ -266,8 +266,8 @@ impl MetadataOp<'_> {
     /// Journal-only operations have no client form.
     fn encode_into(&self, body: &mut Body) -> Result<u8, ErrorCode> {
         Ok(match self {
-            MetadataOp::CreateStream { name } => {
-                body.name(name)?;
+            MetadataOp::CreateStream { name, options } => {
+                body.name(name)?.bytes(options);
                 op::CREATE_STREAM
             }
             MetadataOp::UpdateStream { stream, name } => {

@@ -73,8 +73,8 @@ pub fn encode(dialect: Dialect, answer: &Answer, out: &mut Vec<u8>) {
     }
 }
 
-/// StreamResponse: 33 fixed bytes, the name, an empty options block (0.12: and an empty
-/// derived block).
+/// StreamResponse: 33 fixed bytes, the name, an empty options block (0.12: and the derived
+/// block: the stream key's source and fingerprints).
 fn stream(out: &mut Vec<u8>, info: &StreamInfo, v12: bool) {
     out.put_u32(info.id);
     out.put_u64(info.created_at);
@@ -84,7 +84,8 @@ fn stream(out: &mut Vec<u8>, info: &StreamInfo, v12: bool) {
     out.put_name(&info.name);
     out.put_u32(0);
     if v12 {
-        out.put_u32(0);
+        out.put_u32(info.derived_options.len() as u32);
+        out.extend_from_slice(&info.derived_options);
     }
 }
 
@@ -389,8 +390,14 @@ mod tests {
     fn stream_matches_the_reference_example() {
         let mut out = Vec::new();
         let usage = Usage { size_bytes: 1024, messages_count: 10 };
-        let info =
-            StreamInfo { id: 0, created_at: 1_700_000_000_000_000, topics_count: 1, usage, name: "orders".into() };
+        let info = StreamInfo {
+            id: 0,
+            created_at: 1_700_000_000_000_000,
+            topics_count: 1,
+            usage,
+            name: "orders".into(),
+            derived_options: Vec::new(),
+        };
         stream(&mut out, &info, false);
         assert_eq!(out.len(), 43);
         assert_eq!(&out[4..12], &[0x00, 0x40, 0x1e, 0x18, 0x24, 0x0a, 0x06, 0x00]);

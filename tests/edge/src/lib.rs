@@ -107,6 +107,13 @@ impl TestServer {
         self.launch()
     }
 
+    /// Stops the server and starts it again with `env` as its extra settings; an error (with
+    /// what the server printed) when it does not start.
+    pub fn restart_with_env(&mut self, env: &[(&str, &str)]) -> anyhow::Result<()> {
+        self.env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        self.restart()
+    }
+
     pub fn tcp_address(&self) -> String {
         self.address.to_string()
     }

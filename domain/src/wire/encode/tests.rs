@@ -86,7 +86,7 @@ fn metadata_round_trips() {
     let mut options = Vec::new();
     crate::wire::tlv::put(&mut options, "compression_algorithm", crate::wire::tlv::KIND_STRING, b"gzip");
     for op in [
-        MetadataOp::CreateStream { name: "s".into() },
+        MetadataOp::CreateStream { name: "s".into(), options: &[] },
         MetadataOp::UpdateStream { stream: Identifier::Numeric(1), name: "t".into() },
         MetadataOp::DeleteStream { stream: Identifier::Numeric(1) },
         MetadataOp::PurgeStream { stream: Identifier::Name("x".into()) },
@@ -136,8 +136,8 @@ fn users_round_trip() {
 #[test]
 fn names_the_wire_cannot_carry_are_refused() {
     let long = "n".repeat(256);
-    assert!(Command::Metadata(MetadataOp::CreateStream { name: long.clone() }).encode().is_err());
-    assert!(Command::Metadata(MetadataOp::CreateStream { name: String::new() }).encode().is_err());
+    assert!(Command::Metadata(MetadataOp::CreateStream { name: long.clone(), options: &[] }).encode().is_err());
+    assert!(Command::Metadata(MetadataOp::CreateStream { name: String::new(), options: &[] }).encode().is_err());
     assert!(Command::GetStream { stream: Identifier::Name(long) }.encode().is_err());
     let key = Partitioning::MessagesKey(vec![1; 256]);
     let command = Command::SendMessages { topic: topic(), partitioning: key, messages_count: 0, batch: &[] };

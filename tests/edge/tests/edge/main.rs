@@ -4,6 +4,7 @@
 mod basics;
 mod cli;
 mod deferred;
+mod encryption;
 mod fetch;
 mod mixed;
 mod producers;
