@@ -343,3 +343,37 @@ fn the_owner_of_a_partition_on_another_shard_writes_a_sends_reply_to_the_socket(
         shards[owner(remote) as usize].shared().telemetry.bus.direct_replies.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(direct, 1, "one reply went out whole from the owner");
 }
+
+/// A SEND_MESSAGES body for topic 0 of stream 0 with `partitioning` (`[kind][len][value]`)
+/// and one message in a batch of producer 7 at sequence 0 (0.12's idempotent producers).
+fn producer_send_body(partitioning: &[u8]) -> Vec<u8> {
+    let mut batch = rill_domain::batch::build(&[(1, &b"once"[..], &b""[..])], 5);
+    batch[52] = 1;
+    batch[56..64].copy_from_slice(&7u64.to_le_bytes());
+    let checksum = rill_domain::batch::compute_checksum(&batch);
+    batch[40..48].copy_from_slice(&checksum.to_le_bytes());
+    let mut metadata = numeric(0);
+    metadata.extend_from_slice(&numeric(0));
+    metadata.extend_from_slice(partitioning);
+    metadata.extend_from_slice(&1u32.to_le_bytes());
+    let mut body = (metadata.len() as u32).to_le_bytes().to_vec();
+    body.extend_from_slice(&metadata);
+    body.extend_from_slice(&batch);
+    body
+}
+
+#[test]
+fn a_producer_batch_must_name_its_partition() {
+    let storage = SimStorage::new();
+    let (shards, _) = start(&storage);
+    let mut client = Client::login(&shards[1]);
+    create_stream_and_topic(&mut client, "orders", 2);
+    let balanced = producer_send_body(&[1, 0]);
+    assert_eq!(client.call(operation::SEND_MESSAGES, 0, &balanced), Err(95), "a producer counts per partition");
+    let keyed = producer_send_body(&[3, 3, b'k', b'e', b'y']);
+    assert_eq!(client.call(operation::SEND_MESSAGES, 0, &keyed), Err(95));
+    assert_eq!(poll(&mut client, 0, 0).0 + poll(&mut client, 0, 1).0, 0, "nothing was stored");
+    let named = producer_send_body(&[2, 4, 1, 0, 0, 0]);
+    client.call(operation::SEND_MESSAGES, 0, &named).expect("a producer batch for partition 1");
+    assert_eq!(poll(&mut client, 0, 1).0, 1);
+}

@@ -6,7 +6,7 @@
 //! thread and one event loop; no `RefCell` borrow is held across an `.await`.
 
 mod changes;
-mod deferred;
+pub mod deferred;
 mod fetch;
 mod group;
 mod groups;

@@ -162,6 +162,21 @@ impl Client {
         client
     }
 
+    /// A connection logged in as root in protocol 0.12 (0.12.2, with a bind secret).
+    pub fn login_v12(system: &Rc<Shard<SimEnv>>) -> Self {
+        let client_id =
+            system.connect("sim".into(), rill_application::Transport::Tcp).expect("under the connection limit");
+        let vsr_client = u128::from(NEXT_VSR_CLIENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut client =
+            Self { system: system.clone(), connection: Connection::new(client_id), request: 0, vsr_client };
+        let mut body = vec![0x02, 0x30, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];
+        body.extend_from_slice(&[9; 32]);
+        body.extend_from_slice(b"\x04iggy\x04iggy");
+        body.extend_from_slice(&[0, 0, 0, 0]);
+        client.call(operation::REGISTER, 0, &body).expect("a 0.12 login");
+        client
+    }
+
     /// Sends REGISTER on this connection with `credentials` (a first login, or another).
     pub fn log_in(&mut self, credentials: &[u8]) -> Result<Vec<u8>, u32> {
         let mut body = vec![0x00, 0x2c, 0x00, 0x00, 3, b's', b'i', b'm', 1, b'1'];

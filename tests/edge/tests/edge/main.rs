@@ -7,6 +7,7 @@ mod deferred;
 mod encryption;
 mod fetch;
 mod mixed;
+mod pipelining;
 mod producers;
 mod sessions;
 mod surface;
