@@ -311,7 +311,25 @@ fn v12_seeds(dir: &Path) -> std::io::Result<()> {
         fetch.extend_from_slice(&(1u32 << 16).to_le_bytes());
         fetch.extend_from_slice(&[0; 16]);
     }
-    let seeds: [(&str, u8, u32, &[u8]); 8] = [
+    // Metadata changes: after a cursor, topics and users only, 50 a page; and the current
+    // state's next page after a token.
+    let cursor = [&3u128.to_le_bytes()[..], &9u64.to_le_bytes(), &5u128.to_le_bytes(), &0u32.to_le_bytes()].concat();
+    let changes = [&[2u8][..], &cursor, &[0, 0], &50u32.to_le_bytes(), &[2, 2, 6], &[0, 0]].concat();
+    let page_token =
+        [&cursor[..], &9u64.to_le_bytes(), &[0b10, 2], &8u16.to_le_bytes(), &[0, 0, 0, 1, 0, 0, 0, 2]].concat();
+    let current = [
+        &[3u8][..],
+        &[0; 44],
+        &[0, 0],
+        &50u32.to_le_bytes(),
+        &[1, 2],
+        &(page_token.len() as u16).to_le_bytes(),
+        &page_token,
+    ]
+    .concat();
+    let seeds: [(&str, u8, u32, &[u8]); 10] = [
+        ("metadata-changes", 2, 17, &changes),
+        ("metadata-current-page", 2, 17, &current),
         ("login", 1, 0, &login),
         ("token-login", 1, 0, &token),
         ("bind-session", 2, 15, &bind),

@@ -194,11 +194,14 @@ impl Connection {
         self.reply_socket.clone()
     }
 
-    /// Whether request `code` may wait on this connection (a 0.12 deferred poll or fetch):
-    /// a transport that can write from another task serves it there, so the requests
-    /// behind it (PINGs among them) are not held up by its wait.
-    pub fn may_wait(&self, code: u32) -> bool {
-        self.dialect.get() == Dialect::V12 && matches!(code, code::POLL_MESSAGES_DEFERRED | code::FETCH_MESSAGES)
+    /// Whether request `code` with `body` may wait on this connection (a 0.12 deferred poll
+    /// or fetch asking for a wait): a transport that can write from another task serves it
+    /// there, so the requests behind it (PINGs among them) are not held up by its wait. A
+    /// poll that asks for none (the 0.12 client's every plain poll) is served in turn.
+    pub fn may_wait(&self, code: u32, body: &[u8]) -> bool {
+        self.dialect.get() == Dialect::V12
+            && matches!(code, code::POLL_MESSAGES_DEFERRED | code::FETCH_MESSAGES)
+            && rill_domain::wire::decode::requested_wait_us(code, body).is_none_or(|wait_us| wait_us > 0)
     }
 
     /// Counts a request served beside the loop until [`Connection::end_detached`].

@@ -305,7 +305,7 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             result?;
         }
         if let Some(detacher) = detacher
-            && connection.may_wait(RequestHeader::parse(header_bytes).code)
+            && connection.may_wait(RequestHeader::parse(header_bytes).code, &frame[HEADER_SIZE..])
         {
             detacher.spawn(system, frame);
             continue;

@@ -354,6 +354,25 @@ fn deferred_poll(reader: &mut Reader<'_>, count: u32) -> Result<DeferredPoll, Er
     if valid { Ok(deferred) } else { Err(ErrorCode::InvalidFormat) }
 }
 
+/// The wait a 0.12 deferred poll (106) or fetch (109) body asks for, read without decoding
+/// the rest: a poll's terms end its body, a fetch's follow its consumer and topic. `None`
+/// for another code or a body too short to say (its decoding refuses it).
+pub fn requested_wait_us(nr_code: u32, body: &[u8]) -> Option<u64> {
+    match nr_code {
+        code::POLL_MESSAGES_DEFERRED => {
+            let terms = body.len().checked_sub(24)?;
+            Some(u64::from_le_bytes(body[terms..terms + 8].try_into().ok()?))
+        }
+        code::FETCH_MESSAGES => {
+            let mut reader = Reader::new(body);
+            consumer(&mut reader).ok()?;
+            topic_ref(&mut reader).ok()?;
+            reader.u64().ok()
+        }
+        _ => None,
+    }
+}
+
 /// A fetch target: `[partition_id u32][strategy 9][max_bytes u32][incarnation u64]
 /// [owner_generation u64]`.
 const FETCH_TARGET_SIZE: usize = 4 + 9 + 4 + 8 + 8;
@@ -583,6 +602,14 @@ mod tests {
         assert!(decode(&terms(1_000_000, 11, 1 << 20, 2_000_000)).is_err(), "min_count above count");
         assert!(decode(&terms(1_000_000, 1, 1 << 20, 1_500_000)).is_err(), "timeout shorter than wait and margin");
         assert!(decode(&terms(0, 1, 100, 2_000_000)).is_err(), "byte budget under one message");
+        let (waiting, not) = (terms(1_000_000, 1, 1 << 20, 2_000_000), terms(0, 1, 1 << 20, 2_000_000));
+        assert_eq!(requested_wait_us(code::POLL_MESSAGES_DEFERRED, &waiting), Some(1_000_000));
+        assert_eq!(requested_wait_us(code::POLL_MESSAGES_DEFERRED, &not), Some(0));
+        assert_eq!(requested_wait_us(code::POLL_MESSAGES_DEFERRED, &[0; 8]), None);
+        assert_eq!(requested_wait_us(code::POLL_MESSAGES, &waiting), None);
+        let fetch = [&[1u8, 1, 4][..], &7u32.to_le_bytes(), &[1, 4, 1, 0, 0, 0, 1, 4, 2, 0, 0, 0], &5u64.to_le_bytes()]
+            .concat();
+        assert_eq!(requested_wait_us(code::FETCH_MESSAGES, &fetch), Some(5));
     }
 
     #[test]
