@@ -1,5 +1,6 @@
 //! The metadata change feed protocol 0.12's GET_METADATA_CHANGES (17) reads: a record for
-//! each stream, topic, partition count, consumer group, user and token change, kept in op
+//! each stream, topic, partition count, consumer group, group member, partition handover,
+//! user and token change, kept in op
 //! order beside the metadata state machine, and pages of the current state.
 //!
 //! Guarantees: records are derived only from committed ops, so every replica and every
@@ -7,22 +8,26 @@
 //! every record of the ops above its floor (the op before the first one applied since the
 //! state was loaded, raised as the oldest records are dropped past `RECORDS_MAX`); a cursor
 //! below the floor is answered "expired", one that names no retained record "reset", one
-//! past the head "behind". Consumer-group members and sessions are not in the feed: their
-//! groups (5 and 8) answer no records and no items.
+//! past the head "behind". Sessions are not in the feed (they are not metadata here): group
+//! 8 answers no records and no items.
 
 mod bodies;
 mod items;
+mod members;
 mod query;
 
 use std::collections::VecDeque;
 
-pub use bodies::{Change, after_apply, before_apply, group_of};
+pub use bodies::{Change, group_of};
 pub use query::{ChangesQuery, Cursor, LIMIT_MAX, PageToken, Start};
 
 use crate::checksum::xxh3_128_parts;
+use crate::consumer_group::{ConsumerGroup, GroupKey};
 use crate::error::ErrorCode;
+use crate::metadata::Applied;
 use crate::metadata::Metadata;
 use crate::reader::Put;
+use crate::wire::command::MetadataOp;
 use query::mask_bit;
 
 /// Names this log in every cursor. One value for every data directory: a cursor from
@@ -38,6 +43,27 @@ const STATUS_EXPIRED: u8 = 2;
 const STATUS_RESET: u8 = 3;
 const PHASE_CHANGES: u8 = 0;
 const PHASE_CURRENT: u8 = 1;
+
+/// What an op's records need from the state before it: the records of what it removes
+/// (taken before it is gone) and the consumer groups whose membership it may change.
+#[derive(Debug, Default)]
+pub struct Before {
+    removed: Vec<Change>,
+    groups: Vec<(GroupKey, ConsumerGroup, u32)>,
+}
+
+/// Takes what `op`'s records need from the state `before` it.
+pub fn before_apply(before: &Metadata, op: &MetadataOp<'_>) -> Before {
+    Before { removed: bodies::removed_by(before, op), groups: members::groups_before(before, op) }
+}
+
+/// The records of an applied op, given what `before_apply` took from the state before it.
+pub fn after_apply(after: &Metadata, op: &MetadataOp<'_>, applied: &Applied, before: Before) -> Vec<Change> {
+    let Before { removed, groups } = before;
+    let mut changes = bodies::op_changes(after, op, applied, removed);
+    changes.extend(members::changes(after, op, groups));
+    changes
+}
 
 /// One change as the feed keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

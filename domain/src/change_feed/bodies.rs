@@ -11,6 +11,7 @@ pub const STREAMS: u8 = 1;
 pub const TOPICS: u8 = 2;
 pub const PARTITIONS: u8 = 3;
 pub const CONSUMER_GROUPS: u8 = 4;
+pub const MEMBERS: u8 = 5;
 pub const USERS: u8 = 6;
 pub const TOKENS: u8 = 7;
 
@@ -28,7 +29,7 @@ pub fn group_of(kind: u8) -> u8 {
         10..=12 => TOPICS,
         20 => PARTITIONS,
         30 | 31 => CONSUMER_GROUPS,
-        40..=42 => 5,
+        40..=42 => MEMBERS,
         50..=54 => USERS,
         60 | 61 => TOKENS,
         _ => 8,
@@ -40,7 +41,7 @@ fn stream_key(out: &mut Vec<u8>, stream: &Stream) {
     out.put_u64(stream.created_op);
 }
 
-fn topic_key(out: &mut Vec<u8>, stream: &Stream, topic: &Topic) {
+pub(super) fn topic_key(out: &mut Vec<u8>, stream: &Stream, topic: &Topic) {
     stream_key(out, stream);
     out.put_u32(topic.id);
     out.put_u64(topic.created_op);
@@ -198,8 +199,8 @@ fn change(kind: u8, body: Vec<u8>) -> Vec<Change> {
     vec![Change { kind, body }]
 }
 
-/// The records of a deletion, from the state `before` the op removes what it names.
-pub fn before_apply(before: &Metadata, op: &MetadataOp<'_>) -> Vec<Change> {
+/// The records of a deletion, from the state before the op removes what it names.
+pub(super) fn removed_by(before: &Metadata, op: &MetadataOp<'_>) -> Vec<Change> {
     match op {
         MetadataOp::DeleteStream { stream } => {
             before.stream(stream).map(|s| change(3, stream_deleted(s))).unwrap_or_default()
@@ -235,8 +236,8 @@ pub fn before_apply(before: &Metadata, op: &MetadataOp<'_>) -> Vec<Change> {
     }
 }
 
-/// The records of an applied op, given what `before_apply` took from the state before it.
-pub fn after_apply(after: &Metadata, op: &MetadataOp<'_>, applied: &Applied, before: Vec<Change>) -> Vec<Change> {
+/// The records of an applied op besides membership, given what `removed_by` took before it.
+pub(super) fn op_changes(after: &Metadata, op: &MetadataOp<'_>, applied: &Applied, before: Vec<Change>) -> Vec<Change> {
     let topic = |s: u32, t: u32| after.stream_by_id(s).and_then(|stream| Some((stream, stream.topics.get(&t)?)));
     match *applied {
         Applied::StreamCreated { stream_id } | Applied::StreamUpdated { stream_id } => {

@@ -36,7 +36,8 @@ fn topic() -> TopicRef {
     TopicRef { stream: Identifier::Numeric(0), topic: Identifier::Numeric(0) }
 }
 
-fn sample(capacity: usize) -> Log {
+/// Ops 1 to 4: a stream, its topic of two partitions, a refused create, a group.
+fn with_group(capacity: usize) -> Log {
     let mut log = Log::new(capacity);
     log.apply(MetadataOp::CreateStream { name: "orders".into(), options: &[] });
     log.apply(MetadataOp::CreateTopic {
@@ -47,6 +48,11 @@ fn sample(capacity: usize) -> Log {
     });
     log.apply(MetadataOp::CreateStream { name: "orders".into(), options: &[] }); // refused: a name taken
     log.apply(MetadataOp::CreateConsumerGroup { topic: topic(), name: "billing".into() });
+    log
+}
+
+fn sample(capacity: usize) -> Log {
+    let mut log = with_group(capacity);
     log.apply(MetadataOp::DeleteConsumerGroup { topic: topic(), group: Identifier::Name("billing".into()) });
     log.apply(MetadataOp::CreatePartitions { topic: topic(), count: 3 });
     log.apply(MetadataOp::DeletePartitions { topic: topic(), count: 2 });
@@ -193,4 +199,31 @@ fn restored_state_starts_the_feed_again_at_the_next_op() {
     log.apply(MetadataOp::CreateStream { name: "audit".into(), options: &[] });
     let page = log.page(Start::Earliest, 10, u8::MAX);
     assert_eq!((kinds(&page), page.oldest_op), (vec![1], 9));
+}
+
+#[test]
+fn members_joining_and_leaving_and_their_partitions_are_records_and_items() {
+    use crate::consumer_group::{GroupKey, MemberId};
+    let mut log = with_group(RECORDS_MAX);
+    let group = GroupKey { stream_id: 0, topic_id: 0, group_id: 0 };
+    let member = |client: u128| MemberId { client, client_id: client as u32, node: 0, boot: 1 };
+    let members_only = 1 << 4;
+    let from = log.page(Start::Latest, 1, u8::MAX).next.unwrap();
+
+    log.apply(MetadataOp::JoinGroup { group, member: member(7) });
+    let joined = log.page(Start::After(from), 100, members_only);
+    assert_eq!(kinds(&joined), vec![40, 42, 42], "joined, and both partitions handed to it");
+    assert!(
+        joined.records[0].3.ends_with(&[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
+        "one member, partitions 0 and 1"
+    );
+
+    log.apply(MetadataOp::JoinGroup { group, member: member(8) });
+    log.apply(MetadataOp::DropMembers { node: 0, boot: 1, connection: Some(7) });
+    let all = log.page(Start::After(from), 100, members_only);
+    let left = all.records.iter().find(|r| r.2 == 41).expect("a member left");
+    assert_eq!(left.3.last(), Some(&1), "its session ended");
+    let items = log.page(Start::Current(None), 100, members_only);
+    assert_eq!(items.items.len(), 1, "one member is left");
+    assert_eq!(items.items[0].1[28..32], 8u32.to_le_bytes(), "member 8");
 }

@@ -225,8 +225,10 @@ fn send_confirmation(out: &mut Vec<u8>, confirmation: &SendConfirmation) {
 /// 0.12 adds `[flags u8]` after the kind (updatable, resettable, secret, read-only,
 /// critical).
 fn option_catalog(out: &mut Vec<u8>, catalog: &[crate::topic_options::OptionSpec], v12: bool) {
-    out.put_u32(catalog.len() as u32);
-    for spec in catalog {
+    // A 0.11 stream create carries no options: its catalog names none.
+    let served = |spec: &&crate::topic_options::OptionSpec| v12 || spec.key != crate::stream_options::ENCRYPTION_KEY;
+    out.put_u32(catalog.iter().filter(served).count() as u32);
+    for spec in catalog.iter().filter(served) {
         out.put_name(spec.key);
         out.put_u8(spec.kind);
         if v12 {

@@ -104,5 +104,24 @@ async fn a_consumer_group_member_reads_its_partitions_through_fetches() -> anyho
         let offset = client.get_consumer_offset(&group, &id("s"), &id("t"), Some(partition)).await?;
         assert_eq!(offset.map(|o| o.stored_offset), Some(u64::from(PER_PARTITION - 1)), "partition {partition}");
     }
+    // The metadata change feed shows the member joining and every partition handed to it.
+    let query = MetadataChangesQuery {
+        groups: vec![MetadataChangeGroup::ConsumerGroupMembers],
+        ..MetadataChangesQuery::default()
+    };
+    let changes = client.get_metadata_changes(&query).await?;
+    let joined: Vec<_> = changes
+        .records
+        .iter()
+        .filter_map(|r| match &r.change {
+            MetadataChange::ConsumerGroupMemberJoined(joined) => Some(joined.partition_ids.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined, [PARTITIONS as usize], "one member joined, with every partition");
+    let handed_to_it = changes.records.iter().filter(
+        |r| matches!(&r.change, MetadataChange::ConsumerGroupPartitionHandedOver(handed) if handed.member_id.is_some()),
+    );
+    assert_eq!(handed_to_it.count(), PARTITIONS as usize);
     Ok(())
 }
