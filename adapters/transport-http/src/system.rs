@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
+use rill_domain::answer::Answer;
 use rill_domain::error::ErrorCode;
 use rill_domain::snapshot::{self, SnapshotCompression};
 use rill_domain::topic_options;
@@ -52,7 +53,23 @@ pub async fn options(State(state): Http, headers: HeaderMap, Path(scope): Path<S
         "user" => topic_options::SCOPE_USER,
         _ => return json::<Value>(Err(ApiError::Code(ErrorCode::InvalidCommand))),
     };
-    json(async { replies::routes::listed(state.run(&headers, Command::DescribeOptions { scope }).await?) }.await)
+    json(
+        async {
+            // Like a 0.11 client's, the HTTP API's stream create carries no options: its
+            // stream catalog names no key.
+            let answer = match state.run(&headers, Command::DescribeOptions { scope }).await? {
+                Answer::Options(catalog) => Answer::Options(
+                    catalog
+                        .into_iter()
+                        .filter(|spec| spec.key != rill_domain::stream_options::ENCRYPTION_KEY)
+                        .collect(),
+                ),
+                other => other,
+            };
+            replies::routes::listed(answer)
+        }
+        .await,
+    )
 }
 
 /// The body of `POST /snapshot`, with the client's enum names.
