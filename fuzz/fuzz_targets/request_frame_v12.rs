@@ -21,7 +21,7 @@ fn seeded_metadata() -> Metadata {
     let topic = MetadataOp::CreateTopic { stream: Identifier::Numeric(0), partitions_count: 1, name: "t".into(), options: &[] };
     let user = MetadataOp::InsertUser { username: "worker".into(), password_hash: "h".into(), status: 1, permissions: None };
     for op in [stream, topic, user] {
-        metadata.apply(&op, 1).expect("a fresh state takes the seed resources");
+        metadata.apply(&op, 1, 1).expect("a fresh state takes the seed resources");
     }
     metadata
 }
@@ -39,7 +39,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = batch::validate(batch, *messages_count);
         }
         Command::Metadata(op @ MetadataOp::UpdateResource { .. }) => {
-            let _ = seeded_metadata().apply(op, 2);
+            let _ = seeded_metadata().apply(op, 3, 2);
+        }
+        // Any query, cursor or page token is answered, never a panic.
+        Command::GetMetadataChanges(query) => {
+            let _ = rill_domain::change_feed::ChangeFeed::default().page(query, &seeded_metadata(), 3);
         }
         _ => {}
     }
