@@ -208,7 +208,8 @@ impl ChangeFeed {
         if cursor.op < floor {
             return Some(STATUS_EXPIRED);
         }
-        let named = self.records.iter().find(|r| r.op == cursor.op && r.ordinal == cursor.ordinal);
+        let at = self.records.partition_point(|r| (r.op, r.ordinal) < (cursor.op, cursor.ordinal));
+        let named = self.records.get(at).filter(|r| r.op == cursor.op && r.ordinal == cursor.ordinal);
         let known = cursor.op == floor || named.is_some_and(|r| r.checksum == cursor.checksum);
         (!known).then_some(STATUS_RESET)
     }

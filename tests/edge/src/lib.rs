@@ -36,6 +36,11 @@ pub fn server_binary() -> anyhow::Result<PathBuf> {
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
+/// A stream's or topic's identifier by name.
+pub fn id(name: &str) -> iggy::prelude::Identifier {
+    iggy::prelude::Identifier::named(name).expect("a valid name")
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }

@@ -2,11 +2,8 @@
 
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
+use rill_edge_tests::id;
 use std::str::FromStr;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 #[tokio::test]
 async fn a_0_12_client_logs_in_creates_sends_and_polls_back() -> anyhow::Result<()> {

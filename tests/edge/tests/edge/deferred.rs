@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
+use rill_edge_tests::id;
 
 fn payloads(polled: &PolledMessages) -> Vec<String> {
     polled.messages.iter().map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()

@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
+use rill_edge_tests::id;
 
 const SERVER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 const OTHER_SERVER_KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
@@ -15,10 +16,6 @@ const STREAM_KEY: [u8; 32] = [0x5a; 32];
 
 fn encrypted(key: &'static str) -> [(&'static str, &'static str); 2] {
     [("IGGY_SYSTEM_ENCRYPTION_ENABLED", "true"), ("IGGY_SYSTEM_ENCRYPTION_KEY", key)]
-}
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
 }
 
 /// A derived option a stream read reports.

@@ -9,13 +9,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
+use rill_edge_tests::id;
 
 const PARTITIONS: u32 = 3;
 const PER_PARTITION: u32 = 10;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 async fn topic_of_three(client: &IggyClient) -> anyhow::Result<()> {
     client.create_stream("s", &StreamCreateOptions::default()).await?;

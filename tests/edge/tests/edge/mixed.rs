@@ -3,12 +3,9 @@
 //! wrote and the group's offsets shared.
 
 use iggy::prelude::*;
+use rill_edge_tests::id;
 use rill_edge_tests::{TestServer, repository_dir};
 use std::str::FromStr;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 /// Runs the 0.11 client's half (tests/edge/python/mixed_0_11.py) and returns its report.
 async fn python_half(address: &str) -> anyhow::Result<serde_json_lite::Report> {

@@ -7,10 +7,7 @@ use std::str::FromStr;
 use futures_util::future::join_all;
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
+use rill_edge_tests::id;
 
 #[tokio::test]
 async fn two_hundred_fifty_six_requests_in_flight_on_one_connection_are_all_answered() -> anyhow::Result<()> {

@@ -6,11 +6,8 @@
 use std::str::FromStr;
 
 use iggy::prelude::*;
+use rill_edge_tests::id;
 use rill_edge_tests::{TestServer, repository_dir};
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 fn batch(texts: &[&str]) -> Vec<IggyMessage> {
     texts.iter().map(|text| IggyMessage::from_str(text).expect("a message")).collect()

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use iggy::prelude::*;
+use rill_edge_tests::id;
 use rill_edge_tests::{ROOT_PASSWORD, ROOT_USERNAME, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -123,10 +124,6 @@ async fn after_a_restart_the_client_registers_a_new_session() -> anyhow::Result<
     let new_session = session_of(&client).await?;
     assert!(new_session > session, "a new session, numbered past every earlier one: {new_session} after {session}");
     Ok(())
-}
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
 }
 
 #[tokio::test]

@@ -3,11 +3,8 @@
 
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
+use rill_edge_tests::id;
 use std::str::FromStr;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 fn messages(texts: impl IntoIterator<Item = String>) -> Vec<IggyMessage> {
     texts.into_iter().map(|text| IggyMessage::from_str(&text).expect("a message")).collect()

@@ -3,11 +3,8 @@
 
 use iggy::prelude::*;
 use rill_edge_tests::TestServer;
+use rill_edge_tests::id;
 use std::time::Duration;
-
-fn id(name: &str) -> Identifier {
-    Identifier::named(name).expect("a valid name")
-}
 
 /// A topic option's value as the server reports it, in microseconds or bytes.
 fn option_u64(topic: &TopicDetails, key: &str) -> Option<u64> {
