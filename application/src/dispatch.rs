@@ -510,11 +510,7 @@ impl<E: Env> Shard<E> {
     /// Handles one complete frame, as message-based transports (WebSocket, QUIC) deliver
     /// them; `None` when the bytes are not a well-formed frame (the transport closes).
     pub async fn handle_frame(&self, connection: &Connection, frame: PoolBuf) -> Option<Outcome> {
-        let header: &[u8; HEADER_SIZE] = frame.get(..HEADER_SIZE)?.try_into().ok()?;
-        let size = rill_domain::wire::header::frame_size(header).ok()?;
-        if size != frame.len() {
-            return None;
-        }
+        rill_domain::wire::header::whole_frame_header(&frame)?;
         Some(self.handle(connection, frame).await)
     }
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 use anyhow::Context;
-use compio::net::TcpListener;
-use compio::tls::TlsAcceptor;
+use compio::net::{TcpListener, TcpStream};
+use compio::tls::{TlsAcceptor, TlsStream};
 use rill_adapter_bus_crossfire::CrossfireBus;
 use rill_adapter_tls::Identity;
 use rill_domain::answer::NodePorts;
@@ -81,20 +81,24 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
         ip: ip_of(&config.tcp.address),
         summary: Vec::new(),
     };
+    // Each TLS certificate exists before its listener does: a client that connects the
+    // moment the port answers may read the self-signed one.
     if config.tcp.enabled {
+        let acceptor = certificates.acceptor(&config.tcp.tls)?;
         let listener = rill_adapter_transport_tcp::bind(&config.tcp.address, "tcp").await?;
         let local = listener.local_addr()?;
         listeners.ports.tcp = local.port();
         listeners.ip = local.ip().to_string();
         listeners.summary.push(format!("tcp{} {local}", if config.tcp.tls.enabled { "+tls" } else { "" }));
-        listeners.tcp = Some((listener, certificates.acceptor(&config.tcp.tls)?));
+        listeners.tcp = Some((listener, acceptor));
     }
     if config.websocket.enabled {
+        let acceptor = certificates.acceptor(&config.websocket.tls)?;
         let listener = rill_adapter_transport_tcp::bind(&config.websocket.address, "websocket").await?;
         let local = listener.local_addr()?;
         listeners.ports.websocket = local.port();
         listeners.summary.push(format!("websocket{} {local}", if config.websocket.tls.enabled { "+tls" } else { "" }));
-        listeners.websocket = Some((listener, certificates.acceptor(&config.websocket.tls)?));
+        listeners.websocket = Some((listener, acceptor));
     }
     if config.quic.enabled {
         let identity = certificates.identity(&config.quic.tls)?;
@@ -106,10 +110,6 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
         listeners.quic = Some(listener);
     }
     if config.http.enabled {
-        let listener = rill_adapter_transport_http::bind(&config.http.address)?;
-        let local = listener.local_addr()?;
-        listeners.ports.http = local.port();
-        listeners.summary.push(format!("http{} {local}", if config.http.tls.enabled { "+tls" } else { "" }));
         let tls = match config.http.tls.enabled {
             true => Some(
                 rill_adapter_tls::server_config(&certificates.identity(&config.http.tls)?, &[b"http/1.1"])
@@ -117,18 +117,44 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
             ),
             false => None,
         };
+        let listener = rill_adapter_transport_http::bind(&config.http.address)?;
+        let local = listener.local_addr()?;
+        listeners.ports.http = local.port();
+        listeners.summary.push(format!("http{} {local}", if config.http.tls.enabled { "+tls" } else { "" }));
         listeners.http = Some((listener, tls));
     }
     Ok(listeners)
 }
 
+/// A TLS listener's acceptor with how its accepted streams split into a reader and a writer
+/// that work at once (the transports take the split from here: adapters name no other
+/// adapter).
+fn with_split(acceptor: TlsAcceptor) -> (TlsAcceptor, TlsSplit) {
+    (acceptor, rill_adapter_tls::split)
+}
+
+/// How an accepted TLS stream splits for the TCP and WebSocket transports.
+type TlsSplit = fn(TlsStream<TcpStream>) -> (rill_adapter_tls::TlsReader, rill_adapter_tls::TlsWriter);
+
 /// Starts every accept loop; they run until the process ends.
 pub fn serve_all(system: &Rc<ProductionShard>, listeners: Listeners, bus: &CrossfireBus) {
     if let Some((listener, tls)) = listeners.tcp {
-        compio::runtime::spawn(rill_adapter_transport_tcp::serve(system.clone(), listener, bus.clone(), tls)).detach();
+        compio::runtime::spawn(rill_adapter_transport_tcp::serve(
+            system.clone(),
+            listener,
+            bus.clone(),
+            tls.map(with_split),
+        ))
+        .detach();
     }
     if let Some((listener, tls)) = listeners.websocket {
-        compio::runtime::spawn(rill_adapter_transport_ws::serve(system.clone(), listener, bus.clone(), tls)).detach();
+        compio::runtime::spawn(rill_adapter_transport_ws::serve(
+            system.clone(),
+            listener,
+            bus.clone(),
+            tls.map(with_split),
+        ))
+        .detach();
     }
     if let Some(listener) = listeners.quic {
         compio::runtime::spawn(rill_adapter_transport_quic::serve(system.clone(), listener)).detach();

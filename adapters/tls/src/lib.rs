@@ -6,6 +6,13 @@
 //! names; with none named (or `self_signed = true`) it uses the server's self-signed
 //! certificate, generated once per start for `localhost` and the listen address, and written
 //! to `<data>/runtime/certs/self_signed_cert.pem` so local clients can trust it.
+//!
+//! `split` divides an accepted TLS stream into a reader and a writer usable from different
+//! tasks, so a transport writes replies while it waits for the next request.
+
+mod split;
+
+pub use split::{TlsReader, TlsWriter, split};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use compio::BufResult;
 use compio::buf::{IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
-use compio::tls::TlsAcceptor;
+use compio::tls::{TlsAcceptor, TlsStream};
 use std::os::fd::{AsFd, OwnedFd};
 
 use rill_application::memory_pool::{PoolBuf, PoolSlice};
@@ -46,15 +46,20 @@ pub async fn bind(address: &str, transport: &str) -> io::Result<TcpListener> {
     }
 }
 
+/// How an accepted TLS stream splits into a reader and a writer that work at the same time
+/// (compio's own split would hold the stream for a whole pending read); the composition
+/// root supplies it, as adapters name no other adapter.
+pub type TlsSplit<R, W> = fn(TlsStream<TcpStream>) -> (R, W);
+
 /// Accepts connections forever on shard 0 and hands each to the shard `next_connection_shard`
 /// picks, by its duplicated descriptor, before a byte is read; shard 0 drops its own handle
 /// at once (or serves the connection itself when it is the pick).
 /// With TLS, connections stay on shard 0, where their TLS session lives.
-pub async fn serve<E: Env, H: ConnectionHandoff>(
+pub async fn serve<E: Env, H: ConnectionHandoff, R: AsyncRead + 'static, W: AsyncWrite + 'static>(
     system: Rc<Shard<E>>,
     listener: TcpListener,
     handoff: H,
-    tls: Option<TlsAcceptor>,
+    tls: Option<(TlsAcceptor, TlsSplit<R, W>)>,
 ) {
     let mut accepted = 0u64;
     loop {
@@ -71,11 +76,11 @@ pub async fn serve<E: Env, H: ConnectionHandoff>(
         // it inherits it. Without it a reply's last partial segment waits for the client's
         // (possibly delayed) ACK of the ones before it.
         let _ = stream.set_nodelay(true);
-        if let Some(acceptor) = tls.clone() {
+        if let Some((acceptor, split)) = tls.clone() {
             let system = system.clone();
             compio::runtime::spawn(async move {
                 match acceptor.accept(stream).await {
-                    Ok(tls_stream) => serve_connection(system, tls_stream, peer).await,
+                    Ok(tls_stream) => serve_tls(system, tls_stream, split, peer).await,
                     // Plaintext sent to a TLS port lands here: the connection just closes.
                     Err(error) => tracing::debug!(%peer, %error, "tcp TLS handshake failed"),
                 }
@@ -149,14 +154,16 @@ async fn serve_plain<E: Env>(
         Ok(fd) => connection.with_reply_socket(std::sync::Arc::new(PlainSocket(fd))),
         Err(_) => connection,
     };
-    let detacher = Detacher { stream: Rc::new(stream), writing: Rc::default(), connection: Rc::new(connection) };
-    let connection = &*detacher.connection;
+    // A socket reads and writes independently: the loop reads on one handle of it while
+    // replies go out on another.
+    let mut reader = stream.clone();
+    let replies = Replies::new(stream, connection);
+    let connection = &*replies.connection;
     let mut unbound_since = Instant::now();
     loop {
-        let mut reader = &*detacher.stream;
-        match request_loop(&system, connection, &mut reader, Some(&detacher), &mut unbound_since).await {
+        match request_loop(&system, &mut reader, &replies, true, &mut unbound_since).await {
             Ok(Ended::Moving(target)) => {
-                let Ok(fd) = detacher.stream.as_fd().try_clone_to_owned() else { continue };
+                let Ok(fd) = reader.as_fd().try_clone_to_owned() else { continue };
                 if system.move_connection(target, fd, peer, ConnectionKind::MovedTcp(connection.state())).await.is_ok()
                 {
                     let (client_id, from) = (connection.client_id, system.shard_id());
@@ -175,28 +182,54 @@ async fn serve_plain<E: Env>(
     system.on_disconnect(connection.client_id).await;
 }
 
-/// What serves a plaintext connection's waiting requests (see [`Connection::may_wait`])
-/// beside its loop: a task per request writes the reply to the shared socket, and every
-/// reply is written whole under `writing`, so none interleave.
-struct Detacher {
-    stream: Rc<TcpStream>,
-    writing: Rc<async_lock::Mutex<()>>,
+/// Serves one TLS connection until the peer closes it, a frame is malformed, or the
+/// dispatcher evicts the session; it cannot move (its TLS session lives on this shard).
+/// The stream is split (by `split`) so that replies to waiting requests go out while the
+/// next request is read.
+async fn serve_tls<E: Env, R: AsyncRead, W: AsyncWrite + 'static>(
+    system: Rc<Shard<E>>,
+    mut stream: TlsStream<TcpStream>,
+    split: TlsSplit<R, W>,
+    peer: SocketAddr,
+) {
+    let Some(connection) = register(&system, &mut stream, peer).await else { return };
+    let (mut reader, writer) = split(stream);
+    let replies = Replies::new(writer, connection);
+    let mut unbound_since = Instant::now();
+    if let Err(error) = request_loop(&system, &mut reader, &replies, false, &mut unbound_since).await {
+        tracing::debug!(%peer, %error, "connection closed");
+    }
+    replies.connection.cancel_all_waiting();
+    system.on_disconnect(replies.connection.client_id).await;
+}
+
+/// The write side of a connection and the connection itself, shared by its request loop
+/// and the tasks serving its waiting requests (see [`Connection::may_wait`]). Every reply
+/// is written whole under the lock, so none interleave.
+struct Replies<W> {
+    writer: Rc<async_lock::Mutex<W>>,
     connection: Rc<Connection>,
 }
 
-impl Detacher {
+impl<W: AsyncWrite + 'static> Replies<W> {
+    fn new(writer: W, connection: Connection) -> Self {
+        Self { writer: Rc::new(async_lock::Mutex::new(writer)), connection: Rc::new(connection) }
+    }
+
+    /// Writes `reply` once no other reply is being written.
+    async fn write(&self, reply: PoolSlice) -> io::Result<()> {
+        write_reply(&mut *self.writer.lock().await, reply).await
+    }
+
     /// Serves `frame` in its own task; its reply is written when it is ready.
-    fn spawn<E: Env>(&self, system: &Rc<Shard<E>>, frame: PoolBuf) {
-        let (system, stream, writing) = (system.clone(), self.stream.clone(), self.writing.clone());
-        let connection = self.connection.clone();
+    fn spawn_waiting<E: Env>(&self, system: &Rc<Shard<E>>, frame: PoolBuf) {
+        let (system, writer, connection) = (system.clone(), self.writer.clone(), self.connection.clone());
         connection.begin_detached();
         compio::runtime::spawn(async move {
             let reply = match system.handle(&connection, frame).await {
                 Outcome::Reply(frame) | Outcome::Evict(frame) => frame,
             };
-            let _writing = writing.lock().await;
-            let mut writer = &*stream;
-            if let Err(error) = write_reply(&mut writer, reply).await {
+            if let Err(error) = write_reply(&mut *writer.lock().await, reply).await {
                 tracing::debug!(%error, "a waiting request's reply was not written");
             }
             connection.end_detached();
@@ -217,21 +250,6 @@ async fn register<E: Env, S: AsyncWrite>(system: &Shard<E>, stream: &mut S, peer
     Some(Connection::new(client_id))
 }
 
-/// Serves one connection that cannot move (TLS: its session lives on this shard) until the
-/// peer closes it, a frame is malformed, or the dispatcher evicts the session.
-pub async fn serve_connection<E: Env, S: AsyncRead + AsyncWrite>(
-    system: Rc<Shard<E>>,
-    mut stream: S,
-    peer: SocketAddr,
-) {
-    let Some(connection) = register(&system, &mut stream, peer).await else { return };
-    let mut unbound_since = Instant::now();
-    if let Err(error) = request_loop(&system, &connection, &mut stream, None, &mut unbound_since).await {
-        tracing::debug!(%peer, %error, "connection closed");
-    }
-    system.on_disconnect(connection.client_id).await;
-}
-
 /// Runs `future` within `timeout_us` (`None`: without a limit).
 async fn within<T>(timeout_us: Option<u64>, future: impl Future<Output = T>) -> Option<T> {
     match timeout_us {
@@ -241,39 +259,41 @@ async fn within<T>(timeout_us: Option<u64>, future: impl Future<Output = T>) -> 
 }
 
 /// Writes a last Eviction frame (best effort) and ends the connection with `why`.
-async fn evict<S: AsyncWrite>(stream: &mut S, connection: &Connection, reason: EvictionReason, why: &str) -> io::Error {
-    let client = connection.bound().map_or(1, |bound| bound.client);
-    let _ = stream.write_all(encode_eviction(client, reason, (0, 0))).await;
-    let _ = stream.flush().await;
+async fn evict<W: AsyncWrite + 'static>(replies: &Replies<W>, reason: EvictionReason, why: &str) -> io::Error {
+    let client = replies.connection.bound().map_or(1, |bound| bound.client);
+    let mut writer = replies.writer.lock().await;
+    let _ = writer.write_all(encode_eviction(client, reason, (0, 0))).await;
+    let _ = writer.flush().await;
     io::Error::new(io::ErrorKind::TimedOut, why.to_owned())
 }
 
-/// Serves requests until the connection closes or, for a plaintext one (with a
-/// `detacher`), until it should move to another shard (asked between requests, with
-/// nothing of the next one read). With a `detacher`, requests that may wait are served
-/// beside the loop; otherwise every request is answered in turn.
+/// Serves requests until the connection closes or, when it is `movable`, until it should
+/// move to another shard (asked between requests, with nothing of the next one read and no
+/// reply outstanding). Requests that may wait are served beside the loop; every other one
+/// is answered in turn.
 /// Limits: a header must arrive within the idle limit (logged in) or what is left of the
 /// login timeout since `unbound_since` (no session); a body within the frame timeout; no
 /// frame may exceed the frame size limit.
-async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
+async fn request_loop<E: Env, R: AsyncRead, W: AsyncWrite + 'static>(
     system: &Rc<Shard<E>>,
-    connection: &Connection,
-    stream: &mut S,
-    detacher: Option<&Detacher>,
+    reader: &mut R,
+    replies: &Replies<W>,
+    movable: bool,
     unbound_since: &mut Instant,
 ) -> io::Result<Ended> {
+    let connection = &*replies.connection;
     let mut header_buf = vec![0u8; HEADER_SIZE];
     loop {
         let unbound_for_us = unbound_since.elapsed().as_micros() as u64;
         let deadline = system.header_deadline(connection, unbound_for_us);
-        let Some(BufResult(result, buf)) = within(deadline.map(|(us, _)| us), stream.read_exact(header_buf)).await
+        let Some(BufResult(result, buf)) = within(deadline.map(|(us, _)| us), reader.read_exact(header_buf)).await
         else {
             let reason = deadline.map_or(EvictionReason::StaleClient, |(_, reason)| reason);
             let why = match reason {
                 EvictionReason::NoSession => "no login within the login timeout",
                 _ => "connection idle past its limit",
             };
-            return Err(evict(stream, connection, reason, why).await);
+            return Err(evict(replies, reason, why).await);
         };
         header_buf = buf;
         result?;
@@ -281,33 +301,11 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
         let size = frame_size(header_bytes)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{error:?}")))?;
         if size > system.max_frame_bytes() {
-            return Err(
-                evict(stream, connection, EvictionReason::InvalidRequestBodySize, "frame over the size limit").await
-            );
+            return Err(evict(replies, EvictionReason::InvalidRequestBodySize, "frame over the size limit").await);
         }
-        // One pooled frame holds header and body; the body is read straight into it, and
-        // the frame goes to the dispatcher by value (a send's batch moves on inside it).
-        let pool = system.pool();
-        let mut frame = pool.acquire(size);
-        frame[..HEADER_SIZE].copy_from_slice(header_bytes);
-        if size > HEADER_SIZE {
-            let (vec, home) = frame.into_vec();
-            let read = within(system.frame_timeout_us(), stream.read_exact(vec.slice(HEADER_SIZE..size))).await;
-            // A body that does not arrive in time: the buffer stays with the cancelled read
-            // and is counted gone; the connection ends.
-            let Some(BufResult(result, body)) = read else {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "frame body not received within the frame timeout",
-                ));
-            };
-            frame = PoolBuf::from_vec(body.into_inner(), home);
-            result?;
-        }
-        if let Some(detacher) = detacher
-            && connection.may_wait(RequestHeader::parse(header_bytes).code, &frame[HEADER_SIZE..])
-        {
-            detacher.spawn(system, frame);
+        let frame = read_frame(system, reader, header_bytes, size).await?;
+        if connection.may_wait(RequestHeader::parse(header_bytes).code, &frame[HEADER_SIZE..]) {
+            replies.spawn_waiting(system, frame);
             continue;
         }
         let was_bound = connection.bound().is_some();
@@ -315,13 +313,7 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             Outcome::Reply(frame) => (frame, true),
             Outcome::Evict(frame) => (frame, false),
         };
-        {
-            let _writing = match detacher {
-                Some(detacher) => Some(detacher.writing.lock().await),
-                None => None,
-            };
-            write_reply(stream, reply).await?;
-        }
+        replies.write(reply).await?;
         if !keep_open {
             return Ok(Ended::Closed);
         }
@@ -329,7 +321,7 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             // Logged out: the login timeout starts again.
             *unbound_since = Instant::now();
         }
-        if detacher.is_some()
+        if movable
             && !connection.has_detached()
             && !connection.has_waiting()
             && let Some(target) = connection.take_move()
@@ -337,6 +329,31 @@ async fn request_loop<E: Env, S: AsyncRead + AsyncWrite>(
             return Ok(Ended::Moving(target));
         }
     }
+}
+
+/// Reads the body of a frame whose header is `header_bytes` into one pooled frame holding
+/// both, which goes to the dispatcher by value (a send's batch moves on inside it). The
+/// body must arrive within the frame timeout.
+async fn read_frame<E: Env, R: AsyncRead>(
+    system: &Shard<E>,
+    reader: &mut R,
+    header_bytes: &[u8; HEADER_SIZE],
+    size: usize,
+) -> io::Result<PoolBuf> {
+    let mut frame = system.pool().acquire(size);
+    frame[..HEADER_SIZE].copy_from_slice(header_bytes);
+    if size > HEADER_SIZE {
+        let (vec, home) = frame.into_vec();
+        let read = within(system.frame_timeout_us(), reader.read_exact(vec.slice(HEADER_SIZE..size))).await;
+        // A body that does not arrive in time: the buffer stays with the cancelled read
+        // and is counted gone; the connection ends.
+        let Some(BufResult(result, body)) = read else {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "frame body not received within the frame timeout"));
+        };
+        frame = PoolBuf::from_vec(body.into_inner(), home);
+        result?;
+    }
+    Ok(frame)
 }
 
 /// Writes a reply as it sits in its buffer, which then goes home; an empty one was written

@@ -1,10 +1,12 @@
-//! A server-side WebSocket connection over any compio stream: reads each message's payload
-//! straight into a pooled request frame (unmasked in place) and writes each reply as a frame
-//! head and the reply buffer in one vectored write. It reads exactly the bytes of the frames
-//! it returns, never ahead, so between requests the socket holds nothing of the next one
-//! and the connection can move to another shard by descriptor.
+//! A server-side WebSocket connection over a compio stream split in two: reads each
+//! message's payload straight into a pooled request frame (unmasked in place), and a shared
+//! [`Sender`] writes each reply as a frame head and the reply buffer in one vectored write,
+//! from the connection's loop or from a task serving a waiting request. It reads exactly
+//! the bytes of the frames it returns, never ahead, so between requests the socket holds
+//! nothing of the next one and the connection can move to another shard by descriptor.
 
 use std::io;
+use std::rc::Rc;
 
 use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -28,9 +30,20 @@ impl From<io::Error> for End {
     }
 }
 
+/// The sending side of a connection, shared by its loop and the tasks serving its waiting
+/// requests: each frame is written whole under the lock, so no two interleave.
+pub struct Sender<W>(Rc<async_lock::Mutex<W>>);
+
+impl<W> Clone for Sender<W> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
 /// One WebSocket connection, after its handshake.
-pub struct Socket<S> {
-    stream: S,
+pub struct Socket<R, W> {
+    reader: R,
+    sender: Sender<W>,
     /// Bytes received before the handshake was answered, read before the stream.
     carry: Vec<u8>,
     /// The largest message (one request frame) accepted.
@@ -39,13 +52,18 @@ pub struct Socket<S> {
     fragments: Option<Vec<u8>>,
 }
 
-impl<S: AsyncRead + AsyncWrite> Socket<S> {
-    pub fn new(stream: S, carry: Vec<u8>, max_message: usize) -> Self {
-        Self { stream, carry, max_message, fragments: None }
+impl<R: AsyncRead, W: AsyncWrite> Socket<R, W> {
+    pub fn new(reader: R, writer: W, carry: Vec<u8>, max_message: usize) -> Self {
+        let sender = Sender(Rc::new(async_lock::Mutex::new(writer)));
+        Self { reader, sender, carry, max_message, fragments: None }
     }
 
-    pub fn stream(&self) -> &S {
-        &self.stream
+    pub fn reader(&self) -> &R {
+        &self.reader
+    }
+
+    pub fn sender(&self) -> &Sender<W> {
+        &self.sender
     }
 
     /// Whether nothing received is waiting here (so the descriptor alone carries the state).
@@ -62,7 +80,7 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
         if start + carried == end {
             return (Ok(()), vec);
         }
-        let BufResult(read, slice) = self.stream.read_exact(vec.slice(start + carried..end)).await;
+        let BufResult(read, slice) = self.reader.read_exact(vec.slice(start + carried..end)).await;
         (read, slice.into_inner())
     }
 
@@ -94,7 +112,7 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
             (Opcode::Ping, pending) => {
                 self.fragments = pending;
                 let payload = self.read_payload(len, key).await?;
-                self.send_frame(Opcode::Pong, payload).await.0?;
+                self.sender.send_frame(Opcode::Pong, payload).await.0?;
                 Ok(None)
             }
             (Opcode::Pong, pending) => {
@@ -105,7 +123,7 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
             (Opcode::Close, _) => {
                 let payload = self.read_payload(len, key).await?;
                 let code = close_code(&payload).map_err(End::Refused)?;
-                self.close(code).await;
+                self.sender.close(code).await;
                 Err(End::Closed)
             }
             (Opcode::Text | Opcode::Binary, None) if start.fin => {
@@ -152,23 +170,25 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
         unmask(&mut payload, key, 0);
         Ok(payload)
     }
+}
 
+impl<W: AsyncWrite> Sender<W> {
     /// Sends `payload` as one unfragmented frame: the head and the payload go out in one
     /// vectored write. The payload comes back, so a pooled one can go home.
-    async fn send_frame<B: IoBuf>(&mut self, opcode: Opcode, payload: B) -> (io::Result<()>, B) {
+    async fn send_frame<B: IoBuf>(&self, opcode: Opcode, payload: B) -> (io::Result<()>, B) {
         let (head, used) = server_head(opcode, payload.buf_len());
-        let BufResult(written, (_, (payload,))) =
-            self.stream.write_vectored_all((head.slice(..used), (payload,))).await;
+        let mut writer = self.0.lock().await;
+        let BufResult(written, (_, (payload,))) = writer.write_vectored_all((head.slice(..used), (payload,))).await;
         // A TLS stream buffers records until flushed; for a plain socket this is a no-op.
         let result = match written {
-            Ok(()) => self.stream.flush().await,
+            Ok(()) => writer.flush().await,
             Err(error) => Err(error),
         };
         (result, payload)
     }
 
     /// Sends a reply frame as one binary message; the buffer goes back to its pool after.
-    pub async fn send_reply(&mut self, reply: PoolSlice) -> io::Result<()> {
+    pub async fn send_reply(&self, reply: PoolSlice) -> io::Result<()> {
         let (vec, range, home) = reply.into_vec();
         let (result, payload) = self.send_frame(Opcode::Binary, vec.slice(range.clone())).await;
         drop(PoolSlice::from_vec(payload.into_inner(), range, home));
@@ -176,12 +196,12 @@ impl<S: AsyncRead + AsyncWrite> Socket<S> {
     }
 
     /// Sends a bare binary message (an Eviction before closing).
-    pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> io::Result<()> {
+    pub async fn send_bytes(&self, bytes: Vec<u8>) -> io::Result<()> {
         self.send_frame(Opcode::Binary, bytes).await.0
     }
 
     /// Sends a Close frame with `code` (best effort); the caller then drops the stream.
-    pub async fn close(&mut self, code: u16) {
+    pub async fn close(&self, code: u16) {
         let _ = self.send_frame(Opcode::Close, close_payload(code)).await;
     }
 }

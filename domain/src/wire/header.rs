@@ -33,6 +33,13 @@ pub fn frame_size(header: &[u8; HEADER_SIZE]) -> Result<usize, FrameError> {
     Ok(size as usize)
 }
 
+/// The header of `frame` when `frame` is exactly one request frame (a message-framed
+/// transport's unit): a valid header whose size is the frame's length.
+pub fn whole_frame_header(frame: &[u8]) -> Option<&[u8; HEADER_SIZE]> {
+    let header: &[u8; HEADER_SIZE] = frame.get(..HEADER_SIZE)?.try_into().ok()?;
+    (frame_size(header).ok()? == frame.len()).then_some(header)
+}
+
 /// The fields of a request header the server acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RequestHeader {
@@ -227,6 +234,19 @@ mod tests {
         let mut h = ping_golden();
         h[60] = 8;
         assert_eq!(frame_size(&h), Err(FrameError::NotARequest(8)));
+    }
+
+    #[test]
+    fn a_whole_frame_is_one_request_of_exactly_its_length() {
+        let ping = ping_golden();
+        assert_eq!(whole_frame_header(&ping), Some(&ping));
+        let mut longer = ping.to_vec();
+        longer.push(0);
+        assert_eq!(whole_frame_header(&longer), None, "a byte past the header's size");
+        assert_eq!(whole_frame_header(&ping[..HEADER_SIZE - 1]), None, "a short header");
+        let mut reply = ping;
+        reply[60] = COMMAND_REPLY;
+        assert_eq!(whole_frame_header(&reply), None, "not a request");
     }
 
     #[test]

@@ -147,6 +147,78 @@ impl TestServer {
     }
 }
 
+/// A binary transport a 0.12 client reaches the server over, each with its own server
+/// settings (see [`TestServer::start_over`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    Tcp,
+    TcpTls,
+    WebSocket,
+    WebSocketTls,
+}
+
+impl TestServer {
+    /// A server serving `over`: TCP with TLS on its self-signed certificate, or a WebSocket
+    /// listener (plain or TLS) on a free port beside its TCP one.
+    pub fn start_over(over: Over) -> anyhow::Result<Self> {
+        let websocket = format!("127.0.0.1:{}", free_port());
+        let env: Vec<(&str, &str)> = match over {
+            Over::Tcp => vec![],
+            Over::TcpTls => vec![("IGGY_TCP_TLS_ENABLED", "true")],
+            Over::WebSocket => vec![("IGGY_WEBSOCKET_ENABLED", "true"), ("IGGY_WEBSOCKET_ADDRESS", &websocket)],
+            Over::WebSocketTls => vec![
+                ("IGGY_WEBSOCKET_ENABLED", "true"),
+                ("IGGY_WEBSOCKET_ADDRESS", &websocket),
+                ("IGGY_WEBSOCKET_TLS_ENABLED", "true"),
+            ],
+        };
+        let server = Self::start_with_env(&env)?;
+        if matches!(over, Over::WebSocket | Over::WebSocketTls) {
+            let address: SocketAddr = websocket.parse()?;
+            let deadline = Instant::now() + READY_TIMEOUT;
+            while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+                if Instant::now() > deadline {
+                    bail!("no websocket listener on {address}:\n{}", server.logs());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(server)
+    }
+
+    /// A 0.12 client logged in as root over `over`, which the server was started for.
+    pub async fn root_client_over(&self, over: Over) -> anyhow::Result<IggyClient> {
+        let certificate = self.data_dir().join("runtime/certs/self_signed_cert.pem").display().to_string();
+        let websocket = || self.env.iter().find(|(key, _)| key == "IGGY_WEBSOCKET_ADDRESS").map(|(_, v)| v.clone());
+        let client = match over {
+            Over::Tcp => return self.root_client().await,
+            Over::TcpTls => IggyClient::builder()
+                .with_tcp()
+                .with_server_address(self.tcp_address())
+                .with_tls_enabled(true)
+                .with_tls_domain("localhost".to_owned())
+                .with_tls_ca_file(certificate)
+                .with_tls_validate_certificate(true)
+                .build()?,
+            Over::WebSocket => IggyClient::builder()
+                .with_websocket()
+                .with_server_address(websocket().context("a websocket listener")?)
+                .build()?,
+            Over::WebSocketTls => IggyClient::builder()
+                .with_websocket()
+                .with_server_address(websocket().context("a websocket listener")?)
+                .with_tls_enabled(true)
+                .with_tls_domain("localhost".to_owned())
+                .with_tls_ca_file(certificate)
+                .with_tls_validate_certificate(true)
+                .build()?,
+        };
+        client.connect().await?;
+        client.login_user(ROOT_USERNAME, ROOT_PASSWORD).await?;
+        Ok(client)
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -6,8 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use iggy::prelude::*;
-use rill_edge_tests::TestServer;
 use rill_edge_tests::id;
+use rill_edge_tests::{Over, TestServer};
 
 fn payloads(polled: &PolledMessages) -> Vec<String> {
     polled.messages.iter().map(|m| String::from_utf8_lossy(&m.payload).into_owned()).collect()
@@ -31,20 +31,27 @@ fn waiting(wait: Duration, min_count: u32, commit: CommitPolicy) -> PollOptions 
     PollOptions { count: 10, max_wait: wait.into(), min_count, commit, ..Default::default() }
 }
 
-#[tokio::test]
-async fn a_deferred_poll_is_woken_by_the_sends_that_bring_its_messages() -> anyhow::Result<()> {
-    let server = TestServer::start()?;
-    let reader = server.root_client().await?;
-    let writer = server.root_client().await?;
+/// A poll waiting for three messages on `over`, while the same client's next requests are
+/// answered and another client's sends wake it.
+async fn woken_by_sends_over(over: Over) -> anyhow::Result<()> {
+    let server = TestServer::start_over(over)?;
+    let reader = server.root_client_over(over).await?;
+    let writer = server.root_client_over(over).await?;
     empty_topic(&reader).await?;
     let consumer = Consumer::new(Identifier::numeric(1)?);
     // Thirty seconds is far past the test's own pace: a poll that answers sooner was woken.
     let options = waiting(Duration::from_secs(30), 3, CommitPolicy::Manual);
     let (stream, topic, start) = (id("s"), id("t"), PollingStrategy::offset(0));
+    // A first poll that does not wait leaves the client knowing the partition's route, so
+    // the waiting poll's frame leaves at once, ahead of the requests below.
+    let warm = PollOptions { count: 1, ..Default::default() };
+    assert!(reader.poll_messages(&stream, &topic, 0, &consumer, &start, warm).await?.messages.is_empty());
     let poll = reader.poll_messages(&stream, &topic, 0, &consumer, &start, options);
     let traffic = async {
         // The reader's own requests are answered while its poll waits.
-        assert!(reader.get_streams().await?.len() == 1, "the waiting poll holds up no request behind it");
+        let streams = tokio::time::timeout(Duration::from_secs(10), reader.get_streams()).await;
+        assert!(streams.is_ok(), "{over:?}: a request behind the waiting poll was held up by it");
+        assert_eq!(streams??.len(), 1);
         reader.ping().await?;
         send(&writer, &["a"]).await?;
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -54,8 +61,28 @@ async fn a_deferred_poll_is_woken_by_the_sends_that_bring_its_messages() -> anyh
     let (polled, sent) = tokio::join!(poll, traffic);
     sent?;
     let polled = polled?;
-    assert_eq!(payloads(&polled), ["a", "b", "c"], "the poll waited for its third message");
+    assert_eq!(payloads(&polled), ["a", "b", "c"], "{over:?}: the poll waited for its third message");
     Ok(())
+}
+
+#[tokio::test]
+async fn a_deferred_poll_is_woken_by_the_sends_that_bring_its_messages() -> anyhow::Result<()> {
+    woken_by_sends_over(Over::Tcp).await
+}
+
+#[tokio::test]
+async fn a_deferred_poll_over_tls_holds_up_no_request_and_is_woken() -> anyhow::Result<()> {
+    woken_by_sends_over(Over::TcpTls).await
+}
+
+#[tokio::test]
+async fn a_deferred_poll_over_websocket_holds_up_no_request_and_is_woken() -> anyhow::Result<()> {
+    woken_by_sends_over(Over::WebSocket).await
+}
+
+#[tokio::test]
+async fn a_deferred_poll_over_secure_websocket_holds_up_no_request_and_is_woken() -> anyhow::Result<()> {
+    woken_by_sends_over(Over::WebSocketTls).await
 }
 
 #[tokio::test]
