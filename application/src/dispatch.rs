@@ -19,7 +19,7 @@ use rill_domain::wire::response;
 use crate::connection::{BoundSession, Caller, Connection, Outcome};
 use crate::memory_pool::{PoolBuf, PoolSlice};
 use crate::ports::{BusReply, Env, Reply, ShardReply};
-use crate::session_replies::SessionReplies;
+use crate::session_replies::{Arrival, SessionReplies};
 use crate::shard::Shard;
 
 /// Whether the frame is a 0.12 BIND_SESSION, which like a login announces its dialect.
@@ -172,11 +172,17 @@ impl<E: Env> Shard<E> {
                 };
                 // A 0.12 session's replicated request sent again gets its first reply.
                 let replies = connection.replies().filter(|_| operation::is_replicated(header.operation));
-                if let Some(body) =
-                    replies.as_ref().and_then(|kept| kept.replay(header.request, header.request_checksum))
-                {
-                    return Outcome::reply(self.committed_reply(header, &body));
-                }
+                // Held until the reply is made: a copy of the request waits for it.
+                let _attempt = match &replies {
+                    None => None,
+                    Some(kept) => loop {
+                        match kept.arrive(header.request, header.request_checksum) {
+                            Arrival::Replay(body) => return Outcome::reply(self.committed_reply(header, &body)),
+                            Arrival::Wait(first_attempt) => first_attempt.await,
+                            Arrival::Run(attempt) => break Some(attempt),
+                        }
+                    },
+                };
                 let direct = connection.reply_socket().map(|socket| crate::ports::DirectReply {
                     socket,
                     header: *header,
