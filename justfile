@@ -84,9 +84,10 @@ bench *FLAGS:
     ./target/release/rill-bench --shards 1 {{FLAGS}}
     ./target/release/rill-bench --shards 2 {{FLAGS}}
 
-# The same scenario through both protocol generations' official clients on one release
-# server: iggy 0.11.0, iggy 0.11.1-edge.9 (0.12), and 0.12 with idempotent producers.
-[doc("The benchmark through the 0.11 and the 0.12 client on one server")]
+# The same scenario through both protocol generations' official clients, each run on a
+# fresh release server: iggy 0.11.0, iggy 0.11.1-edge.9 (0.12), and 0.12 with idempotent
+# producers, alternating for ROUNDS rounds; medians with server and client CPU seconds.
+[doc("The benchmark through the 0.11 and the 0.12 client, medians of fresh-server runs")]
 bench-generations *FLAGS:
     bash scripts/bench-generations.sh {{FLAGS}}
 
