@@ -36,7 +36,11 @@ start_cluster() {
   local replicas="127.0.0.1:${planes[0]},127.0.0.1:${planes[1]},127.0.0.1:${planes[2]}"
   local clients="127.0.0.1:${tcp[0]},127.0.0.1:${tcp[1]},127.0.0.1:${tcp[2]}"
   node_pids=()
+  # One random replica key for the run: a cluster without one does not start.
+  local key
+  key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   for id in 0 1 2; do
+    IGGY_CLUSTER_AUTH_ENABLED=true IGGY_CLUSTER_AUTH_SHARED_SECRET=$key \
     IGGY_SYSTEM_PATH=$work/$name-$id IGGY_TCP_ADDRESS=127.0.0.1:${tcp[$id]} IGGY_CLUSTER_ENABLED=true \
       IGGY_CLUSTER_REPLICAS=$replicas IGGY_CLUSTER_CLIENT_ADDRESSES=$clients IGGY_CLUSTER_REPLICATE_PARTITIONS=true \
       IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=2 IGGY_SYSTEM_SHARDING_PIN_THREADS=false \

@@ -267,6 +267,7 @@ impl Config {
                 rill_domain::vsr::REPLICAS_MAX
             );
         }
+        cluster.security.check_cluster_start()?;
         if cluster.replica_id as usize >= count {
             bail!("--replica-id {} is not in `cluster.replicas` ({count} nodes)", cluster.replica_id);
         }

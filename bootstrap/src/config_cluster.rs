@@ -1,6 +1,9 @@
 //! `[cluster.auth]` and `[cluster.tls]` (Iggy's keys): the replica plane's pre-shared key,
 //! the retiring key a rotation still accepts, and TLS on the plane. Checked at start, so a
-//! short key or TLS without the key stops the start with a message naming the key.
+//! short key or TLS without the key stops the start with a message naming the key, and a
+//! cluster whose plane has no key starts only when the operator wrote
+//! `cluster.auth.allow_unauthenticated_peers = true` (Rill's own key): by default no process
+//! that merely reaches a replica port takes part in replication.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +31,8 @@ pub struct ReplicaSecurityConfig {
     /// `(shared_secret, previous_shared_secret)` when `[cluster.auth]` is on.
     pub auth: Option<(String, Option<String>)>,
     pub tls: Option<ReplicaTls>,
+    /// The operator's explicit choice to run the plane without a key (a private network).
+    pub allow_unauthenticated_peers: bool,
 }
 
 impl std::fmt::Debug for ReplicaSecurityConfig {
@@ -39,6 +44,7 @@ impl std::fmt::Debug for ReplicaSecurityConfig {
                 &self.auth.as_ref().map(|(_, previous)| if previous.is_some() { "on, rotating" } else { "on" }),
             )
             .field("tls", &self.tls)
+            .field("allow_unauthenticated_peers", &self.allow_unauthenticated_peers)
             .finish()
     }
 }
@@ -91,5 +97,22 @@ pub fn replica_security(leaves: &BTreeMap<String, Value>) -> anyhow::Result<Repl
             Some(tls)
         }
     };
-    Ok(ReplicaSecurityConfig { auth, tls })
+    let allow_unauthenticated_peers = flag(leaves, "cluster.auth.allow_unauthenticated_peers");
+    Ok(ReplicaSecurityConfig { auth, tls, allow_unauthenticated_peers })
+}
+
+impl ReplicaSecurityConfig {
+    /// Refuses a cluster whose replica plane would let in any process that reaches it,
+    /// unless the operator chose that in so many words.
+    pub fn check_cluster_start(&self) -> anyhow::Result<()> {
+        if self.auth.is_none() && !self.allow_unauthenticated_peers {
+            bail!(
+                "the replica plane has no key: with `cluster.enabled`, set `cluster.auth.enabled = true` and \
+                 `cluster.auth.shared_secret` ({KEY_MIN_BYTES} or more random bytes, the same on every node; \
+                 IGGY_CLUSTER_AUTH_SHARED_SECRET keeps it out of files), with `cluster.tls` on a network others \
+                 share; or, on a private replica network only, `cluster.auth.allow_unauthenticated_peers = true`"
+            );
+        }
+        Ok(())
+    }
 }

@@ -28,6 +28,10 @@ pub(crate) fn start_cluster_with(extra: &dyn Fn(usize) -> Vec<(&'static str, Str
     start_cluster_of(NODES, extra)
 }
 
+/// The replica key every test cluster starts with (a cluster without one does not start);
+/// `extra` may set another.
+pub(crate) const CLUSTER_KEY: &str = "test-cluster-key-0123456789abcdefghij";
+
 /// `nodes` nodes, each with the extra environment `extra(replica id)` gives it.
 pub(crate) fn start_cluster_of(
     nodes: usize,
@@ -42,6 +46,8 @@ pub(crate) fn start_cluster_of(
         ("IGGY_CLUSTER_ENABLED", "true"),
         ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
         ("IGGY_CLUSTER_CLIENT_ADDRESSES", clients.as_str()),
+        ("IGGY_CLUSTER_AUTH_ENABLED", "true"),
+        ("IGGY_CLUSTER_AUTH_SHARED_SECRET", CLUSTER_KEY),
         ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "1"),
         ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),
     ];

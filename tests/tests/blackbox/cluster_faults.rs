@@ -99,6 +99,8 @@ fn start_refused_with_port_taken(offset: u16, replicate_partitions: &str, naming
         ("IGGY_CLUSTER_ENABLED", "true"),
         ("IGGY_CLUSTER_REPLICAS", replicas.as_str()),
         ("IGGY_CLUSTER_CLIENT_ADDRESSES", clients.as_str()),
+        ("IGGY_CLUSTER_AUTH_ENABLED", "true"),
+        ("IGGY_CLUSTER_AUTH_SHARED_SECRET", crate::cluster::CLUSTER_KEY),
         ("IGGY_CLUSTER_REPLICATE_PARTITIONS", replicate_partitions),
         ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", "3"),
         ("IGGY_SYSTEM_SHARDING_PIN_THREADS", "false"),

@@ -125,6 +125,32 @@ fn a_protection_rill_cannot_give_stops_the_start() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test]
+async fn a_cluster_without_a_replica_key_starts_only_when_told_it_may() -> anyhow::Result<()> {
+    let (tcp, plane) = (rill_tests::free_port(), rill_tests::free_port());
+    let (tcp_address, plane_address) = (format!("127.0.0.1:{tcp}"), format!("127.0.0.1:{plane}"));
+    let cluster = [
+        ("IGGY_TCP_ADDRESS", tcp_address.as_str()),
+        ("IGGY_CLUSTER_ENABLED", "true"),
+        ("IGGY_CLUSTER_REPLICAS", plane_address.as_str()),
+        ("IGGY_CLUSTER_CLIENT_ADDRESSES", tcp_address.as_str()),
+    ];
+    let (code, stderr) = run_refused(&cluster)?;
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("the replica plane has no key") && stderr.contains("cluster.auth.allow_unauthenticated_peers"),
+        "stderr: {stderr}"
+    );
+    // Told it may, the same node starts, serves and says its plane is open.
+    let mut open = cluster.to_vec();
+    open.push(("IGGY_CLUSTER_AUTH_ALLOW_UNAUTHENTICATED_PEERS", "true"));
+    let server = TestServer::start_node(tcp, &open, &["--replica-id", "0"])?;
+    let client = connect_root(&server.tcp_address()).await?;
+    client.ping().await?;
+    assert!(server.logs().contains("the replica plane is open"), "logs: {}", server.logs());
+    Ok(())
+}
+
 #[test]
 fn a_replica_key_too_short_or_tls_without_a_key_stops_the_start() -> anyhow::Result<()> {
     let (code, stderr) =
