@@ -17,6 +17,9 @@ pub const ROOT_PASSWORD: &str = "iggy";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// What the server prints on standard output once every listener is up.
+const LISTENING: &str = "rill-server listening on";
+
 /// The repository root: this crate lives at `tests/edge`.
 pub fn repository_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository exists")
@@ -86,9 +89,15 @@ impl TestServer {
             command.env(format!("IGGY_{transport}_ENABLED"), "false");
         }
         command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // A port that answers may still be the previous process's listener, which the kernel
+        // tears down a moment after that process exits: this start is ready only once it
+        // printed its own "listening" line too.
+        let started_before = self.logs().matches(LISTENING).count();
         let mut child = command.spawn().context("spawn rill-server")?;
         let deadline = Instant::now() + READY_TIMEOUT;
-        while TcpStream::connect_timeout(&self.address, Duration::from_millis(200)).is_err() {
+        while TcpStream::connect_timeout(&self.address, Duration::from_millis(200)).is_err()
+            || self.logs().matches(LISTENING).count() == started_before
+        {
             if let Some(status) = child.try_wait()? {
                 bail!("rill-server exited with {status}:\n{}", self.logs());
             }
