@@ -6,10 +6,12 @@ use std::path::Path;
 use std::rc::Rc;
 
 use anyhow::Context;
-use compio::net::{TcpListener, TcpStream};
-use compio::tls::{TlsAcceptor, TlsStream};
+use compio::net::TcpListener;
+use compio::tls::TlsAcceptor;
 use rill_adapter_bus_crossfire::CrossfireBus;
 use rill_adapter_tls::Identity;
+use rill_adapter_tls::{TlsReader, TlsWriter};
+use rill_adapter_transport_tcp::TlsSplit;
 use rill_domain::answer::NodePorts;
 
 use crate::config::{Config, Tls};
@@ -129,12 +131,9 @@ pub async fn bind_all(config: &Config) -> anyhow::Result<Listeners> {
 /// A TLS listener's acceptor with how its accepted streams split into a reader and a writer
 /// that work at once (the transports take the split from here: adapters name no other
 /// adapter).
-fn with_split(acceptor: TlsAcceptor) -> (TlsAcceptor, TlsSplit) {
+fn with_split(acceptor: TlsAcceptor) -> (TlsAcceptor, TlsSplit<TlsReader, TlsWriter>) {
     (acceptor, rill_adapter_tls::split)
 }
-
-/// How an accepted TLS stream splits for the TCP and WebSocket transports.
-type TlsSplit = fn(TlsStream<TcpStream>) -> (rill_adapter_tls::TlsReader, rill_adapter_tls::TlsWriter);
 
 /// Starts every accept loop; they run until the process ends.
 pub fn serve_all(system: &Rc<ProductionShard>, listeners: Listeners, bus: &CrossfireBus) {
