@@ -368,8 +368,12 @@ pub struct Telemetry {
     /// Where each binary request's trace goes when OpenTelemetry is on (set once at start;
     /// unset, requests are not traced and nothing is spent on it).
     pub request_traces: std::sync::OnceLock<std::sync::mpsc::SyncSender<RequestTrace>>,
-    /// Whether the metadata journal stopped taking writes (a disk error), until it opens again.
+    /// Whether metadata changes are refused: the journal stopped taking writes (a disk
+    /// error, until it opens again), or the replica halted itself (until a restart).
     pub metadata_halted: AtomicBool,
+    /// Replicas (the metadata's, a partition group's) that halted themselves since start: a
+    /// broken invariant or a committed op they could not apply.
+    pub replica_halts: AtomicU64,
     /// Each shard's partition group, as that shard last published it (empty without
     /// `replicate_partitions`).
     pub groups: Box<[GroupGauges]>,
@@ -386,7 +390,8 @@ pub struct GroupGauges {
     pub normal: AtomicBool,
     pub commit: AtomicU64,
     /// Whether the group refuses every send here: its journal could not be written (until it
-    /// opens again), or a partition holds messages it has no record of (until a restart).
+    /// opens again), or a partition holds messages it has no record of, or its replica halted
+    /// itself (until a restart).
     pub halted: AtomicBool,
     /// This node's copies that lack batches the group committed, or that a purge or
     /// recreation has not emptied yet: they serve less than their peers until caught up.

@@ -29,8 +29,8 @@ use rill_adapter_sim::{Jitter, ManualClock, SimStorage};
 use rill_application::Shard;
 use rill_application::memory_pool::{MemoryPool, PoolBuf};
 use rill_application::ports::{Clock, ReplicaNetwork};
-use rill_application::replication::{Membership, TICK_MS};
-use rill_domain::vsr::Message;
+use rill_application::replication::{Membership, TICK_MS, VsrJournal};
+use rill_domain::vsr::{Checkpoint, Message};
 use rill_domain::wire::codes::{code, operation};
 
 const NODES: u8 = 3;
@@ -663,4 +663,35 @@ fn a_backup_whose_journal_failed_opens_again_once_its_disk_works() {
 #[test]
 fn a_primary_whose_journal_failed_opens_again_once_its_disk_works() {
     a_group_whose_journal_failed_opens_again_once_its_disk_works(0);
+}
+
+/// A group replica that halts itself (here: a checkpoint on its disk whose state does not
+/// restore, as a damaged or a newer version's would) stops only its group on that node,
+/// where the process used to abort: the node starts, refuses sends through the group with an
+/// I/O error, serves what its partitions hold, counts the halt, and the other nodes go on.
+#[test]
+fn a_group_replica_that_halts_itself_stops_only_its_group() {
+    let mut cluster = Cluster::new(1);
+    let (stream, _) = cluster.topic_everywhere("halting", None);
+    cluster.send_round(stream, "first");
+    catches_up(&mut cluster, 2, stream, &expected(&["first"]), "before the halt");
+    let node_2 = cluster.nodes[2].shards[0].clone();
+    cluster.drive(node_2.flush_all()).expect("flush");
+    cluster.kill(2, false);
+    let storage = cluster.nodes[2].storage.clone();
+    let dir = group_dir(&storage).expect("group 0's journal");
+    cluster.drive(async {
+        let (mut journal, _) = VsrJournal::open(&storage, &dir, true).await.expect("the journal opens");
+        let checkpoint = Checkpoint { op: 1, checksum: 7, timestamp: 1, state: b"no state of this version".to_vec() };
+        journal.write_checkpoint(&storage, &checkpoint).await.expect("written");
+    });
+    cluster.start(2);
+    let telemetry = &cluster.nodes[2].shards[0].shared().telemetry;
+    let halted = telemetry.groups[0].halted.load(std::sync::atomic::Ordering::Relaxed);
+    let halts = telemetry.replica_halts.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(halted && halts == 1, "the group halted on node 2 (halted {halted}, counted {halts})");
+    assert_eq!(send_round_through(&mut cluster, 2, stream, "refused"), [Err(13000), Err(13000)]);
+    assert_eq!(cluster.served(2, stream), expected(&["first"]), "node 2 still serves what it holds");
+    cluster.send_round(stream, "second");
+    catches_up(&mut cluster, 1, stream, &expected(&["first", "second"]), "the others go on");
 }

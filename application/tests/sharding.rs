@@ -8,7 +8,9 @@ use common::shards::*;
 use futures_executor::block_on;
 use rill_adapter_sim::SimStorage;
 use rill_application::memory_pool::{PoolBuf, PoolSlice};
+use rill_application::replication::VsrJournal;
 use rill_domain::Namespace;
+use rill_domain::vsr::Checkpoint;
 use rill_domain::wire::codes::operation;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -376,4 +378,28 @@ fn a_producer_batch_must_name_its_partition() {
     let named = producer_send_body(&[2, 4, 1, 0, 0, 0]);
     client.call(operation::SEND_MESSAGES, 0, &named).expect("a producer batch for partition 1");
     assert_eq!(poll(&mut client, 0, 1).0, 1);
+}
+
+/// A metadata checkpoint whose checksum holds but whose state this version cannot restore
+/// (a damaged one, or a newer version's) refuses the start with the file and the reason,
+/// where the process used to abort: the node serves no metadata view it could not rebuild.
+#[test]
+fn a_metadata_checkpoint_that_does_not_restore_refuses_the_start_naming_it() {
+    let storage = SimStorage::new();
+    {
+        let (shards, _) = start(&storage);
+        create_stream_and_topic(&mut Client::login(&shards[0]), "orders", 1);
+    }
+    let journal = storage.paths().into_iter().find(|path| path.ends_with("metadata/journal.wal"));
+    let dir = journal.and_then(|path| path.parent().map(std::path::Path::to_path_buf)).expect("the metadata journal");
+    block_on(async {
+        let (mut journal, _) = VsrJournal::open(&storage, &dir, false).await.expect("the journal opens");
+        let checkpoint = Checkpoint { op: 1, checksum: 7, timestamp: 1, state: b"no state of this version".to_vec() };
+        journal.write_checkpoint(&storage, &checkpoint).await.expect("written");
+    });
+    let clock = rill_adapter_sim::ManualClock::new(1_700_000_000_000_000);
+    let pool = rill_application::memory_pool::MemoryPool::new(512 << 20, 64).expect("pool").leak();
+    let refused = start_on(&storage, config(), &clock, SHARDS, pool, rill_adapter_sim::Jitter::default()).err();
+    let error = refused.expect("the start is refused");
+    assert!(error.contains("does not restore") && error.contains(&dir.display().to_string()), "{error}");
 }

@@ -373,13 +373,20 @@ fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats)
         ("metadata_commit", "The metadata replica's commit number.", stats.metadata_commit),
         (
             "metadata_halted",
-            "1 while the metadata journal cannot be written: metadata changes are refused until it opens again.",
+            "1 while metadata changes are refused: its journal cannot be written (until it opens again), or its replica halted itself (until a restart).",
             u64::from(halted),
         ),
     ];
     for (name, help, value) in metadata {
         let _ = writeln!(out, "# HELP rill_{name} {help}\n# TYPE rill_{name} gauge\nrill_{name} {value}");
     }
+    let halts = context.telemetry().replica_halts.load(Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP rill_replica_halts_total Replicas (the metadata's, a partition group's) that halted themselves since start: \
+         a broken invariant or a committed op they could not apply.\n# TYPE rill_replica_halts_total counter\n\
+         rill_replica_halts_total {halts}"
+    );
     let groups = &context.telemetry().groups;
     if !groups.iter().any(|gauges| gauges.open.load(Relaxed)) {
         return;
@@ -391,7 +398,7 @@ fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats)
         ("commit", "The group's commit number on this node.", |g| g.commit.load(Relaxed)),
         (
             "halted",
-            "1 while the group refuses every send here (a journal write failed: until it opens again; or a partition holds messages it has no record of: until a restart).",
+            "1 while the group refuses every send here (a journal write failed: until it opens again; a partition holds messages it has no record of, or its replica halted itself: until a restart).",
             |g| u64::from(g.halted.load(Relaxed)),
         ),
         (

@@ -31,7 +31,30 @@ impl<E: Env> GroupCore<E> {
         self.carry_out(reach, effects).await;
     }
 
+    /// When the replica halted itself (a broken invariant, a committed op it could not
+    /// apply), the group halts until a restart: its sends are refused, its partitions keep
+    /// serving reads, and the node goes on. True when it halted.
+    pub(super) fn halt_if_broken(&mut self, reach: &Reach<'_, E>) -> bool {
+        let Some(reason) = self.replica.halted() else { return false };
+        if self.halted == Some(Halt::Broken(reason)) {
+            return true;
+        }
+        tracing::error!(
+            group = reach.group(),
+            reason,
+            recovery = crate::replication::BROKEN_REPLICA_RECOVERY,
+            "the partition group's replica halted: its sends are refused, its partitions keep serving reads"
+        );
+        self.halted = Some(Halt::Broken(reason));
+        reach.store.shared.telemetry.replica_halts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fail_waiters(ErrorCode::IoError, |_| false);
+        true
+    }
+
     pub async fn carry_out(&mut self, reach: &Reach<'_, E>, effects: Vec<Effect>) {
+        if self.halt_if_broken(reach) {
+            return;
+        }
         let mut queue: VecDeque<Effect> = effects.into();
         send_prepares_first(reach.network, &mut queue);
         let mut installed_at = 0;
@@ -81,6 +104,9 @@ impl<E: Env> GroupCore<E> {
                 tracing::error!(%error, group = reach.group(), "cannot write the partition group's journal: its sends are refused until it opens again");
                 self.halted = Some(Halt::Journal);
                 self.fail_waiters(ErrorCode::IoError, |_| false);
+                return;
+            }
+            if self.halt_if_broken(reach) {
                 return;
             }
             queue.extend(more);

@@ -18,7 +18,7 @@ use rill_domain::vsr::{Effect, Options, Replica, StateMachine};
 use crate::ports::Storage;
 
 pub use group_machine::{GroupMachine, GroupOutcome};
-pub use halt::{Halt, reopening_seed};
+pub use halt::{BROKEN_REPLICA_RECOVERY, Halt, reopening_seed};
 pub use journal::{JournalError, VsrJournal};
 pub use machine::{MetadataMachine, Outcome};
 
@@ -74,7 +74,9 @@ pub struct Replication<S: Storage, M: StateMachine = MetadataMachine> {
 
 impl<S: Storage> Replication<S> {
     /// Opens the metadata replica from `dir` (see `open_with`), with the storage effects of
-    /// opening carried out; returns the other effects.
+    /// opening carried out; returns the other effects. Files the replica halts on (a
+    /// checkpoint that does not restore, a superblock that contradicts itself) are refused
+    /// as damaged: the node does not serve a metadata view it could not rebuild.
     pub async fn open(
         storage: &S,
         dir: &Path,
@@ -83,6 +85,9 @@ impl<S: Storage> Replication<S> {
     ) -> Result<(Self, Vec<Effect>), JournalError> {
         let (this, effects) =
             Self::open_with(storage, dir, membership, seed, options(), MetadataMachine::default()).await?;
+        if let Some(reason) = this.replica.borrow().halted() {
+            return Err(JournalError::Damaged { path: dir.to_path_buf(), reason: reason.to_string() });
+        }
         let external = this
             .settle(storage, effects)
             .await

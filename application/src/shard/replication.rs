@@ -11,7 +11,7 @@ use rill_domain::vsr::{Effect, Message, Replica, Status};
 use super::Shard;
 use super::metadata_writer::{COMMIT_TIMEOUT_TICKS, METADATA_BODY_MAX, MetadataWriter, Waiter};
 use crate::ports::{Env, MetadataPublish};
-use crate::replication::{Halt, reopening_seed};
+use crate::replication::{BROKEN_REPLICA_RECOVERY, Halt, reopening_seed};
 use crate::replication::{MetadataMachine, Outcome, Replication};
 use crate::shared::ReplicaRole;
 
@@ -58,6 +58,18 @@ impl<E: Env> Shard<E> {
                 }
                 _ => {}
             }
+        }
+        if let Some(reason) = writer.replication.replica.borrow().halted() {
+            tracing::error!(
+                reason,
+                recovery = BROKEN_REPLICA_RECOVERY,
+                "the metadata replica halted: metadata changes are refused, data traffic goes on"
+            );
+            writer.halted.set(Some(Halt::Broken(reason)));
+            self.shared.telemetry.metadata_halted.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.shared.telemetry.replica_halts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            writer.fail_waiters(ErrorCode::IoError, |_| false);
+            return;
         }
         if let Some(error) = failure {
             // The replica waits for a write that will not complete: it is not driven again,

@@ -117,10 +117,10 @@ impl Log {
         self.run.iter().any(|slot| slot.entry.op > commit_min && slot.entry.client_id == client_id)
     }
 
-    /// Extends the head by one entry; false (nothing changed) when the run is full.
+    /// Extends the head by one entry; false (nothing changed) when the run is full or the
+    /// entry does not extend the chain.
     pub(super) fn append(&mut self, entry: Entry) -> bool {
-        assert!(entry.op == self.op + 1 && entry.parent == self.op_checksum, "append must extend the chain");
-        if !self.has_room() {
+        if entry.op != self.op + 1 || entry.parent != self.op_checksum || !self.has_room() {
             return false;
         }
         self.op = entry.op;
@@ -356,30 +356,36 @@ impl Log {
         LogSuffix { op: self.op, op_checksum: self.op_checksum, commit, entries }
     }
 
-    /// The log's structural invariants, relative to the applied prefix.
-    pub(super) fn check(&self, commit_min: u64, commit_checksum: u128) {
-        assert!(self.op >= commit_min, "head below the applied prefix");
-        assert!(self.run.len() <= self.capacity && self.stash.len() <= self.capacity);
-        assert!(self.future.len() <= self.future_max);
+    /// The log's structural invariants, relative to the applied prefix: the first that does
+    /// not hold.
+    pub(super) fn check(&self, commit_min: u64, commit_checksum: u128) -> Result<(), &'static str> {
+        ensure(self.op >= commit_min, "head below the applied prefix")?;
+        ensure(self.run.len() <= self.capacity && self.stash.len() <= self.capacity, "log over its capacity")?;
+        ensure(self.future.len() <= self.future_max, "more future prepares than kept")?;
         for pair in self.run.iter().zip(self.run.iter().skip(1)) {
-            assert!(pair.1.entry.op == pair.0.entry.op + 1, "run not contiguous");
-            assert!(pair.1.entry.parent == pair.0.entry.checksum, "run not hash-chained");
+            ensure(pair.1.entry.op == pair.0.entry.op + 1, "run not contiguous")?;
+            ensure(pair.1.entry.parent == pair.0.entry.checksum, "run not hash-chained")?;
         }
         if let Some(back) = self.run.back() {
-            assert!(
+            ensure(
                 back.entry.op == self.op && back.entry.checksum == self.op_checksum,
-                "run does not end at the head"
-            );
+                "run does not end at the head",
+            )?;
         }
         if self.op == commit_min {
-            assert!(self.op_checksum == commit_checksum, "head contradicts the applied prefix");
+            ensure(self.op_checksum == commit_checksum, "head contradicts the applied prefix")?;
         }
         if let Some(entry) = self.entry(commit_min) {
-            assert!(entry.checksum == commit_checksum, "run contradicts the applied prefix");
+            ensure(entry.checksum == commit_checksum, "run contradicts the applied prefix")?;
         }
         if let Some(entry) = self.entry(commit_min + 1) {
-            assert!(entry.parent == commit_checksum, "run does not continue the applied prefix");
+            ensure(entry.parent == commit_checksum, "run does not continue the applied prefix")?;
         }
-        assert!(self.future.keys().all(|&op| op > self.op), "future prepare at or below the head");
+        ensure(self.future.keys().all(|&op| op > self.op), "future prepare at or below the head")
     }
+}
+
+/// `Err(broken)` unless `holds`.
+pub(super) fn ensure(holds: bool, broken: &'static str) -> Result<(), &'static str> {
+    if holds { Ok(()) } else { Err(broken) }
 }

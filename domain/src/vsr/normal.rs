@@ -19,11 +19,12 @@ impl<S: StateMachine> Replica<S> {
         body: Vec<u8>,
         effects: &mut Vec<Effect>,
     ) {
+        let Some(start) = self.enter(effects) else { return };
         self.request(now, client_id, request_number, operation, body, effects);
-        self.finish(effects);
+        self.finish(start, effects);
     }
 
-    fn request(
+    pub(super) fn request(
         &mut self,
         now: u64,
         client_id: u128,
@@ -66,7 +67,11 @@ impl<S: StateMachine> Replica<S> {
             checksum: 0,
         }
         .seal();
-        assert!(self.log.append(entry.clone()), "ready_to_prepare checked the room");
+        if !self.log.append(entry.clone()) {
+            // `ready_to_prepare` checked the room and the entry continues the head.
+            self.halt("a prepare the log did not take");
+            return;
+        }
         self.prepare_oks.insert(entry.op, 0);
         self.persist_unwritten(effects);
         self.broadcast(Message::Prepare { view: self.view, commit: self.commit_max, entry }, effects);
@@ -211,7 +216,7 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal {
             return;
         }
-        while self.commit_min < self.commit_max.min(self.log.op()) {
+        while self.commit_min < self.commit_max.min(self.log.op()) && self.halted.is_none() {
             let Some(entry) = self.log.entry(self.commit_min + 1).cloned() else { break };
             let reply = self.is_primary();
             self.apply_next(entry, reply, effects);
@@ -219,14 +224,19 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Applies the op after the applied prefix (`entry` must continue it), answers its client
-    /// when `reply`, and takes a checkpoint at each interval.
+    /// when `reply`, and takes a checkpoint at each interval. An op that does not continue
+    /// the prefix, or that the state machine could not apply, halts the replica.
     pub(super) fn apply_next(&mut self, entry: Entry, reply: bool, effects: &mut Vec<Effect>) {
         let op = self.commit_min + 1;
-        assert!(
-            entry.op == op && entry.parent == self.commit_min_checksum,
-            "applying an op that does not follow the prefix"
-        );
+        if entry.op != op || entry.parent != self.commit_min_checksum {
+            self.halt("applying an op that does not follow the applied prefix");
+            return;
+        }
         let result = self.state_machine.apply(op, entry.timestamp, entry.operation, &entry.body);
+        if let Some(reason) = self.state_machine.unapplied() {
+            self.halt(reason);
+            return;
+        }
         self.client_table.record(entry.client_id, entry.request_number, op, result.clone());
         self.commit_min = op;
         self.commit_min_checksum = entry.checksum;

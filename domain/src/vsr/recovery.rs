@@ -59,6 +59,9 @@ impl<S: StateMachine> Replica<S> {
         if whole && chain.len() > self.options.log_capacity() - 2 * pipeline {
             for key in chain.drain(pipeline..).rev() {
                 self.apply_next(journal[&key].clone(), false, effects);
+                if self.halted.is_some() {
+                    return false;
+                }
             }
             self.commit_max = self.commit_max.max(self.commit_min);
             anchor = (self.commit_min, self.commit_min_checksum);
@@ -70,7 +73,11 @@ impl<S: StateMachine> Replica<S> {
             for key in &chain {
                 self.log.stash(durable(&journal[key]));
             }
-            assert!(self.log.adopt(anchor, top, &[]), "a chain built down to the prefix continues it");
+            if !self.log.adopt(anchor, top, &[]) {
+                // A chain built down to the prefix continues it.
+                self.halt("the journal's chain does not continue the applied prefix");
+                return false;
+            }
         }
         for entry in journal.values().filter(|entry| entry.op > anchor.0) {
             self.log.stash(durable(entry));
@@ -125,7 +132,10 @@ impl<S: StateMachine> Replica<S> {
     /// rebuilt from the journal with the log view the superblock holds. That log holds every op
     /// this replica acknowledged, so it votes like a replica that was merely cut off.
     pub(super) fn abandon_recovery(&mut self, view: u32, effects: &mut Vec<Effect>) {
-        assert!(self.may_abandon_recovery(view));
+        if !self.may_abandon_recovery(view) {
+            self.halt("abandoned a recovery that may not be abandoned");
+            return;
+        }
         self.leave_recovery();
         self.status = Status::ViewChange;
         self.start_view_change(view, effects);

@@ -1,12 +1,14 @@
 //! The replica's state, its constructors (`new` for a fresh cluster, `open` after a restart),
 //! read accessors, message dispatch, the tick, IO completions, and the invariants checked at the
-//! end of every handler.
+//! end of every handler. A handler that breaks one (or a committed op the state machine cannot
+//! apply) halts the replica: its effects are taken back and it handles nothing more, so the
+//! process that hosts it goes on.
 
 use std::collections::BTreeMap;
 
 use super::client_table::ClientTable;
 use super::entry::{Checkpoint, Entry, ROOT_CHECKSUM};
-use super::log::Log;
+use super::log::{Log, ensure};
 use super::message::{Durable, Effect, LogSuffix, Message, Superblock, chain_is_valid};
 use super::options::{Options, Prng, REPAIR_BATCH, REPLICAS_MAX, STATE_BATCH, Timeout};
 use super::state_machine::StateMachine;
@@ -94,6 +96,9 @@ pub struct Replica<S> {
     pub(super) repair_attempts: u32,
     pub(super) ticks: u64,
     pub(super) timeouts: Timeouts,
+    /// Why this replica stopped: an invariant a handler broke, or a committed op its state
+    /// machine could not apply. Once set it stays; the replica takes no more input.
+    pub(super) halted: Option<&'static str>,
 }
 
 impl<S: StateMachine> Replica<S> {
@@ -102,7 +107,9 @@ impl<S: StateMachine> Replica<S> {
         let mut this = Self::blank(replica, replica_count, seed, options, state_machine);
         this.status = Status::Normal;
         this.start_normal_timeouts();
-        this.invariants();
+        if let Err(broken) = this.check_invariants() {
+            this.halt(broken);
+        }
         this
     }
 
@@ -121,11 +128,18 @@ impl<S: StateMachine> Replica<S> {
         effects: &mut Vec<Effect>,
     ) -> Self {
         let mut this = Self::blank(replica, replica_count, seed, options, state_machine);
-        if let Some(checkpoint) = durable.checkpoint {
-            assert!(this.install_checkpoint(checkpoint), "the durable checkpoint does not restore");
+        let start = effects.len();
+        if let Some(checkpoint) = durable.checkpoint
+            && !this.install_checkpoint(checkpoint)
+        {
+            this.halt("the durable checkpoint does not restore");
+            return this;
         }
         let superblock = durable.superblock;
-        assert!(superblock.log_view <= superblock.view, "the superblock's log view is above its view");
+        if superblock.log_view > superblock.view {
+            this.halt("the superblock's log view is above its view");
+            return this;
+        }
         (this.view, this.log_view, this.superblock) = (superblock.view, superblock.log_view, superblock);
         this.log_view_head = (superblock.head_op, superblock.head_checksum);
         this.commit_max = this.commit_min.max(superblock.commit);
@@ -138,7 +152,7 @@ impl<S: StateMachine> Replica<S> {
         } else {
             this.start_recovery(effects);
         }
-        this.finish(effects);
+        this.finish(start, effects);
         this
     }
 
@@ -180,6 +194,7 @@ impl<S: StateMachine> Replica<S> {
             repair_target: None,
             repair_attempts: 0,
             ticks: 0,
+            halted: None,
             timeouts: Timeouts {
                 heartbeat: Timeout::new(options.heartbeat_ticks),
                 prepare: Timeout::new(options.prepare_timeout_ticks),
@@ -193,6 +208,12 @@ impl<S: StateMachine> Replica<S> {
 
     pub fn replica(&self) -> u8 {
         self.replica
+    }
+
+    /// Why this replica halted, if it did: it takes no more messages, ticks or completions,
+    /// and the caller stops serving through it (its state is kept for reads and diagnosis).
+    pub fn halted(&self) -> Option<&'static str> {
+        self.halted
     }
 
     pub fn replica_count(&self) -> u8 {
@@ -296,17 +317,17 @@ impl<S: StateMachine> Replica<S> {
 
     /// Handles one protocol message. Malformed or out-of-range messages are dropped.
     pub fn on_message(&mut self, now: u64, message: Message, effects: &mut Vec<Effect>) {
+        let Some(start) = self.enter(effects) else { return };
         match message {
             // A forwarded client request: the same as one that arrived here.
             Message::Request { client_id, request_number, operation, body } => {
-                self.on_request(now, client_id, request_number, operation, body, effects);
-                return;
+                self.request(now, client_id, request_number, operation, body, effects);
             }
             Message::Reply { .. } | Message::RequestBatches { .. } | Message::Batches { .. } => {}
             message if self.admissible(&message) => self.dispatch(message, effects),
             _ => {}
         }
-        self.finish(effects);
+        self.finish(start, effects);
     }
 
     fn dispatch(&mut self, message: Message, effects: &mut Vec<Effect>) {
@@ -415,6 +436,7 @@ impl<S: StateMachine> Replica<S> {
     /// Advances time by one tick and fires whatever timeouts are due.
     pub fn tick(&mut self, now: u64, effects: &mut Vec<Effect>) {
         let _ = now;
+        let Some(start) = self.enter(effects) else { return };
         self.ticks += 1;
         let ticks = self.ticks;
         if self.timeouts.heartbeat.fired(ticks) {
@@ -446,32 +468,55 @@ impl<S: StateMachine> Replica<S> {
             self.timeouts.repair.start(ticks, jitter);
             self.repair(effects);
         }
-        self.finish(effects);
+        self.finish(start, effects);
     }
 
     /// The caller finished writing and syncing the journal entry `(op, checksum)`. The checksum
     /// names which write finished: repair may rewrite an op with a different entry.
     pub fn on_prepare_persisted(&mut self, op: u64, checksum: u128, effects: &mut Vec<Effect>) {
+        let Some(start) = self.enter(effects) else { return };
         if self.log.mark_durable(op, checksum) {
             self.after_durability(effects);
         }
-        self.finish(effects);
+        self.finish(start, effects);
     }
 
     /// The caller finished writing and syncing the superblock write in flight, which holds `view`.
     pub fn on_view_persisted(&mut self, view: u32, effects: &mut Vec<Effect>) {
+        let Some(start) = self.enter(effects) else { return };
         let written = self.superblock_writing.take().expect("a superblock was persisted that was never asked for");
         assert!(written.view == view, "the superblock persisted is not the one in flight");
         self.superblock = written;
         self.maybe_send_do_view_change(effects);
         self.after_durability(effects);
-        self.finish(effects);
+        self.finish(start, effects);
     }
 
-    /// The end of every handler: the superblock catches up with the state, then the invariants.
-    pub(super) fn finish(&mut self, effects: &mut Vec<Effect>) {
-        self.sync_superblock(effects);
-        self.invariants();
+    /// Where a handler's effects start in `effects`, or None when the replica halted (the
+    /// handler then does nothing).
+    pub(super) fn enter(&self, effects: &[Effect]) -> Option<usize> {
+        self.halted.is_none().then_some(effects.len())
+    }
+
+    /// Ends a handler whose effects start at `start`: the superblock catches up with the
+    /// state, then the invariants are checked. A handler that halted the replica or broke an
+    /// invariant takes back every effect it asked for, since they may rest on a state no
+    /// peer shares.
+    pub(super) fn finish(&mut self, start: usize, effects: &mut Vec<Effect>) {
+        if self.halted.is_none() {
+            self.sync_superblock(effects);
+        }
+        if let Err(broken) = self.check_invariants() {
+            self.halt(broken);
+        }
+        if self.halted.is_some() {
+            effects.truncate(start);
+        }
+    }
+
+    /// Stops the replica for good (the first reason is kept).
+    pub(super) fn halt(&mut self, reason: &'static str) {
+        self.halted.get_or_insert(reason);
     }
 
     pub(super) fn persist_unwritten(&mut self, effects: &mut Vec<Effect>) {
@@ -499,33 +544,49 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Checked at the end of every handler; a failure is a bug, never bad input.
-    pub fn invariants(&self) {
-        assert!(self.commit_min <= self.commit_max, "applied beyond the known commit");
-        assert!(self.log_view <= self.view, "log view above the view");
+    /// Checked at the end of every handler; a failure is a bug or a peer that broke the
+    /// protocol, and halts the replica. Returns the first invariant that does not hold.
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        ensure(self.commit_min <= self.commit_max, "applied beyond the known commit")?;
+        ensure(self.log_view <= self.view, "log view above the view")?;
         let superblock = self.superblock;
-        assert!(superblock.log_view <= superblock.view && superblock.view <= self.view);
-        assert!(superblock.log_view <= self.log_view, "the durable log view is ahead of the log view");
-        assert!(self.superblock_writing.is_none_or(|writing| writing.view <= self.view));
-        self.log.check(self.commit_min, self.commit_min_checksum);
+        ensure(
+            superblock.log_view <= superblock.view && superblock.view <= self.view,
+            "the durable superblock is ahead of the view",
+        )?;
+        ensure(superblock.log_view <= self.log_view, "the durable log view is ahead of the log view")?;
+        ensure(
+            self.superblock_writing.is_none_or(|writing| writing.view <= self.view),
+            "a superblock write ahead of the view",
+        )?;
+        self.log.check(self.commit_min, self.commit_min_checksum)?;
         if let Some(checkpoint) = &self.checkpoint {
-            assert!(checkpoint.op <= self.commit_min, "checkpoint ahead of the applied prefix");
+            ensure(checkpoint.op <= self.commit_min, "checkpoint ahead of the applied prefix")?;
         }
-        assert!(self.client_table.len() <= self.options.client_table_max);
-        assert!(self.do_view_changes.len() <= usize::from(self.replica_count));
-        assert!(self.recovery_responses.len() <= usize::from(self.replica_count));
+        ensure(self.client_table.len() <= self.options.client_table_max, "client table over its bound")?;
+        ensure(self.do_view_changes.len() <= usize::from(self.replica_count), "more view change votes than replicas")?;
+        ensure(
+            self.recovery_responses.len() <= usize::from(self.replica_count),
+            "more recovery answers than replicas",
+        )?;
         match self.status {
             Status::Normal => {
-                assert!(self.log_view == self.view, "normal status outside the log view");
+                ensure(self.log_view == self.view, "normal status outside the log view")?;
                 if self.is_primary() {
-                    assert!(self.commit_max <= self.log.op(), "primary committed beyond its head");
-                    assert!(self.prepare_oks.keys().all(|&op| op > self.commit_max && op <= self.log.op()));
+                    ensure(self.commit_max <= self.log.op(), "primary committed beyond its head")?;
+                    ensure(
+                        self.prepare_oks.keys().all(|&op| op > self.commit_max && op <= self.log.op()),
+                        "primary counts votes outside its uncommitted ops",
+                    )?;
                 } else {
-                    assert!(self.prepare_oks.is_empty());
+                    ensure(self.prepare_oks.is_empty(), "a backup counts votes")?;
                 }
             }
-            Status::ViewChange => assert!(self.prepare_oks.is_empty()),
-            Status::Recovering => assert!(self.recovery_nonce != 0 || self.replica_count == 1),
+            Status::ViewChange => ensure(self.prepare_oks.is_empty(), "votes counted during a view change")?,
+            Status::Recovering => {
+                ensure(self.recovery_nonce != 0 || self.replica_count == 1, "recovering without a nonce")?
+            }
         }
+        Ok(())
     }
 }

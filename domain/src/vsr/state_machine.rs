@@ -16,4 +16,10 @@ pub trait StateMachine {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), InvalidSnapshot>;
     /// A digest of the state, for tests that compare replicas.
     fn digest(&self) -> u64;
+    /// Why the last `apply` could not be carried out, when it could not (the state can no
+    /// longer be the one its peers hold): the replica then halts instead of applying more.
+    /// Checked after every `apply`.
+    fn unapplied(&self) -> Option<&'static str> {
+        None
+    }
 }

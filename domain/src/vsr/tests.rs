@@ -53,6 +53,8 @@ pub(super) struct Harness {
     pub(super) not_primary: Vec<(u8, u128, u8)>,
     /// Replicas that neither send nor receive.
     pub(super) isolated: Vec<bool>,
+    /// A test that breaks a replica on purpose sets this; otherwise a halt fails the test.
+    pub(super) may_halt: bool,
 }
 
 impl Harness {
@@ -72,11 +74,18 @@ impl Harness {
             replies: Vec::new(),
             not_primary: Vec::new(),
             isolated: vec![false; count],
+            may_halt: false,
         }
     }
 
-    /// Routes one replica's effects into the queues.
+    /// Routes one replica's effects into the queues. A replica that halted fails the test
+    /// (unless it halted on purpose, which the test then checks itself).
     pub(super) fn absorb(&mut self, from: u8, effects: Vec<Effect>) {
+        if let Some(reason) = self.replicas[usize::from(from)].halted()
+            && !self.may_halt
+        {
+            panic!("replica {from} halted: {reason}");
+        }
         for effect in effects {
             match effect {
                 Effect::Send { to, message } => {

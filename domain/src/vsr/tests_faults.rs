@@ -1,6 +1,6 @@
 //! Unit tests of the fault paths: recovery after a restart, repair of a missing entry and of an
 //! entry whose checksum the chain does not vouch for, a torn journal tail, and state transfer for
-//! a replica that fell behind a checkpoint.
+//! a replica that fell behind a checkpoint; a replica halted by a broken invariant.
 
 use super::tests::{Harness, commit_ops, options};
 use super::*;
@@ -156,4 +156,27 @@ fn state_transfer_sends_the_committed_suffix_when_the_log_still_has_it() {
     assert!(harness.checkpoints[2].is_none());
     assert_eq!(harness.replicas[2].commit(), 8);
     assert_eq!(harness.replicas[2].state_machine().total, 8);
+}
+
+#[test]
+fn a_handler_that_breaks_an_invariant_halts_the_replica_and_takes_back_its_effects() {
+    let mut harness = Harness::new(3, options());
+    commit_ops(&mut harness, 1, 3);
+    harness.may_halt = true;
+    let applied = harness.replicas[2].commit();
+    assert!(applied >= 2);
+    // Backup 2's state as no correct handler leaves it: applied beyond the commit it knows.
+    harness.replicas[2].commit_max = 1;
+    let mut effects = Vec::new();
+    // A heartbeat that names an earlier commit leaves it so; the handler's check finds it.
+    harness.replicas[2].on_message(harness.now, Message::Commit { view: 0, commit: 1 }, &mut effects);
+    assert_eq!(harness.replicas[2].halted(), Some("applied beyond the known commit"));
+    assert!(effects.is_empty(), "a halting handler asks for nothing: {effects:?}");
+    // Halted, it takes nothing more and asks for nothing, while the others commit on.
+    harness.replicas[2].tick(harness.now, &mut effects);
+    harness.replicas[2].on_prepare_persisted(3, 0, &mut effects);
+    assert!(effects.is_empty());
+    commit_ops(&mut harness, 1, 3);
+    assert_eq!(harness.replicas[0].commit(), 6, "the primary commits with backup 1 alone");
+    assert_eq!(harness.replicas[2].commit(), applied, "the halted replica applied nothing more");
 }

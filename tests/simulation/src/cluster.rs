@@ -77,6 +77,8 @@ pub struct Sim<M: Model = Kv> {
     pub corruptions: u64,
     pub torn_writes: u64,
     pub misdirects: u64,
+    /// Replicas a scenario breaks on purpose; any other replica that halts fails the seed.
+    pub may_halt: Vec<bool>,
 }
 
 impl<M: Model> Sim<M> {
@@ -112,6 +114,7 @@ impl<M: Model> Sim<M> {
             corruptions: 0,
             torn_writes: 0,
             misdirects: 0,
+            may_halt: vec![false; count],
         }
     }
 
@@ -230,6 +233,9 @@ impl<M: Model> Sim<M> {
     /// Carries out a replica's effects and checks what they reveal.
     fn absorb(&mut self, replica: usize, effects: Vec<Effect>) {
         let node = self.replicas[replica].as_ref().expect("only live replicas emit effects");
+        if let Some(reason) = node.halted() {
+            assert!(self.may_halt[replica], "replica {replica} halted: {reason}");
+        }
         assert!(node.view() >= self.max_view[replica], "replica {replica}'s view went back");
         self.max_view[replica] = node.view();
         let replica_count = self.replicas.len();

@@ -21,6 +21,10 @@ pub trait Model: StateMachine + Clone {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Kv {
     values: BTreeMap<u8, u64>,
+    /// A scenario's broken disk: this replica cannot apply this op (it is not part of the
+    /// state, and a restart forgets it).
+    pub cannot_apply: Option<u64>,
+    unapplied: Option<&'static str>,
 }
 
 pub fn body(key: u8, delta: u64) -> Vec<u8> {
@@ -42,6 +46,10 @@ impl Model for Kv {
 
 impl StateMachine for Kv {
     fn apply(&mut self, op: u64, _timestamp: u64, _operation: u8, body: &[u8]) -> Vec<u8> {
+        if self.cannot_apply == Some(op) {
+            self.unapplied = Some("the scenario's state machine cannot apply this op");
+            return Vec::new();
+        }
         let (key, delta) = match body {
             [key, delta @ ..] if delta.len() == 8 => (*key, u64::from_le_bytes(delta.try_into().expect("eight"))),
             _ => (0, 0),
@@ -63,6 +71,10 @@ impl StateMachine for Kv {
         self.values =
             chunks.map(|chunk| (chunk[0], u64::from_le_bytes(chunk[1..].try_into().expect("eight")))).collect();
         Ok(())
+    }
+
+    fn unapplied(&self) -> Option<&'static str> {
+        self.unapplied
     }
 
     fn digest(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! Named scenarios: a calm network and no random faults, each scripting one fault at a chosen
 //! moment (a primary crash mid-prepare, a torn journal tail, corrupt entries, a misdirected
-//! write, a partitioned primary, a whole-cluster power loss) and checking its outcome as well as the usual checks.
+//! write, a partitioned primary, a whole-cluster power loss, a state machine that cannot apply
+//! an op) and checking its outcome as well as the usual checks.
 
 use rill_adapter_sim::vsr::NetworkFaults;
 use rill_domain::vsr::{Options, Status};
@@ -178,4 +179,32 @@ fn scenario_whole_cluster_restart_keeps_every_committed_op() {
     assert!(sim.committed.len() > committed, "the request in flight was retried and committed");
     let node = sim.replicas[0].as_ref().expect("up");
     assert!(node.view() >= 2 && node.status() == Status::Normal, "a view above every promised one started");
+}
+
+#[test]
+fn scenario_a_replica_that_cannot_apply_a_committed_op_halts_alone() {
+    let mut sim = Sim::new(calm(16, 3));
+    commit_requests(&mut sim, 4);
+    // Backup 1's state machine cannot apply op 6 (a disk it cannot write, a state that
+    // diverged): it must stop there, not abort the process and not apply past the hole.
+    sim.replicas[1].as_mut().expect("up").state_machine_mut().cannot_apply = Some(6);
+    sim.may_halt[1] = true;
+    commit_requests(&mut sim, 6);
+    let halted = sim.replicas[1].as_ref().expect("halted, not gone");
+    assert_eq!(halted.halted(), Some("the scenario's state machine cannot apply this op"));
+    assert_eq!(halted.commit(), 5, "nothing is applied past the op it could not apply");
+    for other in [0, 2] {
+        let node = sim.replicas[other].as_ref().expect("up");
+        assert!(node.halted().is_none() && node.commit() == 10, "replica {other} went on with the majority");
+    }
+    // A halted replica takes no input: ticks and messages leave it where it stopped.
+    for _ in 0..200 {
+        sim.step(false, false);
+    }
+    assert_eq!(sim.replicas[1].as_ref().map(|node| node.commit()), Some(5));
+    // Its operator restarts it: it opens from its journal and catches up with its peers.
+    sim.crash(1, 0);
+    sim.restart(1);
+    converge(&mut sim);
+    assert!(sim.replicas[1].as_ref().is_some_and(|node| node.halted().is_none() && node.commit() == 10));
 }
