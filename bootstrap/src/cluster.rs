@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use compio::net::TcpListener;
-use compio::tls::{TlsAcceptor, TlsConnector};
 use rill_adapter_replica_tcp::Security;
 use rill_adapter_replica_tcp::handshake::Keys;
 use rill_application::ports::ReplicaNetwork;
@@ -43,7 +42,7 @@ fn security(cluster: &ClusterConfig) -> anyhow::Result<Security> {
     let identity = identity.map_err(anyhow::Error::msg).context("cluster.tls")?;
     let server = rill_adapter_tls::server_config(&identity, &[REPLICA_ALPN]).map_err(anyhow::Error::msg)?;
     let client = rill_adapter_tls::client_config(&trust, &[REPLICA_ALPN]).map_err(anyhow::Error::msg)?;
-    Ok(Security { keys, tls: Some((TlsAcceptor::from(server), TlsConnector::from(client))) })
+    Ok(Security { keys, tls: Some((server, client)) })
 }
 
 /// Binds this node's replica-plane address and dials its peers (nothing on one node).

@@ -9,6 +9,7 @@ pub mod http;
 pub mod proxy;
 pub mod quic_raw;
 pub mod raw;
+pub mod tls;
 pub mod transport;
 
 use anyhow::{Context, bail};

@@ -1,7 +1,9 @@
 //! The replica plane's handshake, run on every connection before any VSR message: each side
 //! proves it holds the cluster's pre-shared key with an HMAC-SHA256 over both sides' fresh
-//! nonces and replica ids, so neither a recorded handshake nor a peer without the key gets
-//! in, in either direction. During a key rotation a node signs with its current key and
+//! nonces and replica ids and, inside TLS, the session's channel binding, so neither a
+//! recorded handshake nor a peer without the key gets in, in either direction, and a proof
+//! relayed from another TLS session (a relay that terminates TLS towards each node and
+//! passes the handshake between them) does not verify. During a key rotation a node signs with its current key and
 //! accepts the previous one as well. With `[cluster.auth]` off the same exchange runs with
 //! an empty key: it authenticates nothing, but a client that dials the replica port by
 //! mistake, or a node configured differently, is refused with a reason.
@@ -9,9 +11,12 @@
 //! Dialer → acceptor: `HELLO = magic(8) auth(1) dialer_id(1) nonce_d(32)`.
 //! Acceptor → dialer: `CHALLENGE = magic(8) auth(1) acceptor_id(1) nonce_a(32) tag_a(32)`.
 //! Dialer → acceptor: `PROOF = tag_d(32)`.
-//! `tag_x = HMAC(key, role_x ‖ dialer_id ‖ acceptor_id ‖ nonce_d ‖ nonce_a)`.
+//! `tag_x = HMAC(key, role_x ‖ dialer_id ‖ acceptor_id ‖ nonce_d ‖ nonce_a ‖ binding)`, where
+//! `binding` is the TLS session's exported keying material (32 bytes), or nothing on plain TCP.
 
 use aws_lc_rs::hmac;
+
+use crate::link::BINDING_LEN;
 
 /// The first bytes on every replica connection (and a version: a new layout gets a new magic).
 pub const MAGIC: [u8; 8] = *b"RILLVSR1";
@@ -73,10 +78,22 @@ fn tag(key: &[u8], role: &[u8], transcript: &[u8]) -> [u8; TAG_LEN] {
     out
 }
 
-fn transcript(dialer: u8, acceptor: u8, nonce_d: &[u8; NONCE_LEN], nonce_a: &[u8; NONCE_LEN]) -> Vec<u8> {
+/// The TLS session's channel binding, signed with the nonces: None on plain TCP.
+pub type Binding = Option<[u8; BINDING_LEN]>;
+
+fn transcript(
+    dialer: u8,
+    acceptor: u8,
+    nonce_d: &[u8; NONCE_LEN],
+    nonce_a: &[u8; NONCE_LEN],
+    binding: &Binding,
+) -> Vec<u8> {
     let mut out = vec![dialer, acceptor];
     out.extend_from_slice(nonce_d);
     out.extend_from_slice(nonce_a);
+    if let Some(binding) = binding {
+        out.extend_from_slice(binding);
+    }
     out
 }
 
@@ -87,7 +104,10 @@ pub enum Refusal {
     NotAReplica,
     #[error("the peer has cluster.auth {}, this node has it {}", on_off(*.peer), on_off(*.ours))]
     AuthMismatch { peer: bool, ours: bool },
-    #[error("the peer's key is not this cluster's (wrong shared_secret)")]
+    #[error(
+        "the peer's proof does not verify: its key is not this cluster's (wrong shared_secret), or, over TLS, \
+         it was made for another TLS session (something between the nodes relays the handshake)"
+    )]
     WrongKey,
     #[error("the peer claims replica id {0}, which is not another member of this cluster")]
     UnknownReplica(u8),
@@ -107,11 +127,12 @@ pub struct Dialer {
     id: u8,
     expected_acceptor: u8,
     nonce: [u8; NONCE_LEN],
+    binding: Binding,
 }
 
 impl Dialer {
-    pub fn new(keys: Keys, id: u8, expected_acceptor: u8) -> Self {
-        Self { keys, id, expected_acceptor, nonce: nonce() }
+    pub fn new(keys: Keys, id: u8, expected_acceptor: u8, binding: Binding) -> Self {
+        Self { keys, id, expected_acceptor, nonce: nonce(), binding }
     }
 
     pub fn hello(&self) -> [u8; HELLO_LEN] {
@@ -137,7 +158,7 @@ impl Dialer {
             return Err(Refusal::UnknownReplica(acceptor));
         }
         let nonce_a: [u8; NONCE_LEN] = challenge[10..HELLO_LEN].try_into().expect("fixed layout");
-        let transcript = transcript(self.id, acceptor, &self.nonce, &nonce_a);
+        let transcript = transcript(self.id, acceptor, &self.nonce, &nonce_a, &self.binding);
         if !self.keys.accepts(ACCEPTOR_ROLE, &transcript, &challenge[HELLO_LEN..]) {
             return Err(Refusal::WrongKey);
         }
@@ -154,12 +175,13 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// Answers a hello from a dialer that must be one of `replicas` other than this node.
+    /// Answers a hello from a dialer that must be one of `replicas` other than this node,
+    /// over a connection whose channel binding is `binding`.
     pub fn challenge(
         keys: Keys,
-        id: u8,
-        replicas: u8,
+        (id, replicas): (u8, u8),
         hello: &[u8; HELLO_LEN],
+        binding: &Binding,
     ) -> Result<(Self, [u8; CHALLENGE_LEN]), Refusal> {
         if hello[..8] != MAGIC {
             return Err(Refusal::NotAReplica);
@@ -174,7 +196,7 @@ impl Acceptor {
         }
         let nonce_d: [u8; NONCE_LEN] = hello[10..].try_into().expect("fixed layout");
         let nonce_a = nonce();
-        let transcript = transcript(peer, id, &nonce_d, &nonce_a);
+        let transcript = transcript(peer, id, &nonce_d, &nonce_a, binding);
         let mut out = [0u8; CHALLENGE_LEN];
         out[..8].copy_from_slice(&MAGIC);
         out[8] = u8::from(keys.enabled());
@@ -201,11 +223,30 @@ mod tests {
 
     /// Runs a whole handshake between dialer 1 and acceptor 0 of a 3-node cluster.
     fn run(dialer: Keys, acceptor: Keys) -> Result<u8, (&'static str, Refusal)> {
-        let d = Dialer::new(dialer, 1, 0);
-        let (a, challenge) = Acceptor::challenge(acceptor, 0, 3, &d.hello()).map_err(|r| ("acceptor", r))?;
+        let d = Dialer::new(dialer, 1, 0, None);
+        let (a, challenge) = Acceptor::challenge(acceptor, (0, 3), &d.hello(), &None).map_err(|r| ("acceptor", r))?;
         let proof = d.answer(&challenge).map_err(|r| ("dialer", r))?;
         a.verify(&proof).map_err(|r| ("acceptor", r))?;
         Ok(a.peer)
+    }
+
+    #[test]
+    fn a_proof_made_for_another_tls_session_is_refused() {
+        let (ours, relayed) = (Some([1u8; BINDING_LEN]), Some([2u8; BINDING_LEN]));
+        // Both ends of one session agree on its binding: the handshake passes.
+        let d = Dialer::new(Keys::new(KEY, None), 1, 0, ours);
+        let (a, challenge) = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &d.hello(), &ours).unwrap();
+        assert_eq!(a.verify(&d.answer(&challenge).unwrap()), Ok(()));
+        // A relay holds two sessions, one towards each node: the dialer refuses the
+        // acceptor's tag, and the acceptor refuses a dialer's proof made in the other session.
+        let d = Dialer::new(Keys::new(KEY, None), 1, 0, relayed);
+        let (a, challenge) = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &d.hello(), &ours).unwrap();
+        assert_eq!(d.answer(&challenge), Err(Refusal::WrongKey));
+        let nonce_a: [u8; NONCE_LEN] = challenge[10..HELLO_LEN].try_into().unwrap();
+        let proof = tag(KEY, DIALER_ROLE, &transcript(1, 0, &d.nonce, &nonce_a, &relayed));
+        assert_eq!(a.verify(&proof), Err(Refusal::WrongKey));
+        let proof = tag(KEY, DIALER_ROLE, &transcript(1, 0, &d.nonce, &nonce_a, &ours));
+        assert_eq!(a.verify(&proof), Ok(()), "the same proof made in the acceptor's session verifies");
     }
 
     #[test]
@@ -223,20 +264,20 @@ mod tests {
 
     #[test]
     fn an_acceptor_refuses_a_dialer_that_fakes_its_proof() {
-        let d = Dialer::new(Keys::new(OTHER, None), 1, 0);
-        let (a, _) = Acceptor::challenge(Keys::new(KEY, None), 0, 3, &d.hello()).unwrap();
+        let d = Dialer::new(Keys::new(OTHER, None), 1, 0, None);
+        let (a, _) = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &d.hello(), &None).unwrap();
         assert_eq!(a.verify(&[0u8; TAG_LEN]), Err(Refusal::WrongKey));
         assert_eq!(a.verify(&tag(OTHER, DIALER_ROLE, &a.transcript)), Err(Refusal::WrongKey));
     }
 
     #[test]
     fn a_recorded_proof_does_not_open_a_new_connection() {
-        let d = Dialer::new(Keys::new(KEY, None), 1, 0);
-        let (first, challenge) = Acceptor::challenge(Keys::new(KEY, None), 0, 3, &d.hello()).unwrap();
+        let d = Dialer::new(Keys::new(KEY, None), 1, 0, None);
+        let (first, challenge) = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &d.hello(), &None).unwrap();
         let proof = d.answer(&challenge).unwrap();
         assert_eq!(first.verify(&proof), Ok(()));
         // The same hello and proof replayed meet a fresh acceptor nonce.
-        let (second, _) = Acceptor::challenge(Keys::new(KEY, None), 0, 3, &d.hello()).unwrap();
+        let (second, _) = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &d.hello(), &None).unwrap();
         assert_eq!(second.verify(&proof), Err(Refusal::WrongKey));
     }
 
@@ -257,14 +298,14 @@ mod tests {
         // An Iggy client's first bytes: a length and a command code.
         let mut client = [0u8; HELLO_LEN];
         client[..8].copy_from_slice(&[8, 0, 0, 0, 1, 0, 0, 0]);
-        let refused = Acceptor::challenge(Keys::new(KEY, None), 0, 3, &client).err();
+        let refused = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &client, &None).err();
         assert_eq!(refused, Some(Refusal::NotAReplica));
         assert_eq!(
             run(Keys::none(), Keys::new(KEY, None)),
             Err(("acceptor", Refusal::AuthMismatch { peer: false, ours: true }))
         );
-        let stranger = Dialer::new(Keys::new(KEY, None), 7, 0);
-        let refused = Acceptor::challenge(Keys::new(KEY, None), 0, 3, &stranger.hello()).err();
+        let stranger = Dialer::new(Keys::new(KEY, None), 7, 0, None);
+        let refused = Acceptor::challenge(Keys::new(KEY, None), (0, 3), &stranger.hello(), &None).err();
         assert_eq!(refused, Some(Refusal::UnknownReplica(7)));
         assert!(!format!("{:?}", Keys::new(KEY, None)).contains("0123"), "no key in debug output");
     }

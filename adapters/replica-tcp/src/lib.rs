@@ -1,7 +1,8 @@
 //! The replica plane over TCP, on shard 0's event loop: each node listens on its roster
 //! address for peers and keeps one outbound connection to every other replica. Every
 //! connection first runs the handshake (`handshake.rs`: the pre-shared key proven both
-//! ways), inside TLS when `[cluster.tls]` is on; a peer that fails it is refused and logged,
+//! ways), inside TLS when `[cluster.tls]` is on, where the proofs also sign the TLS
+//! session's channel binding (`link.rs`); a peer that fails it is refused and logged,
 //! and nothing it sent reaches the replica. Messages are the domain codec's
 //! self-delimiting, checksummed frames. Sending never blocks: each peer has a bounded queue
 //! drained by its own task, which reconnects after a failure; what does not fit is dropped,
@@ -20,7 +21,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use compio::net::{TcpListener, TcpStream};
-use compio::tls::{TlsAcceptor, TlsConnector};
+use futures_rustls::rustls::{ClientConfig, ServerConfig};
 use rill_application::ports::ReplicaNetwork;
 use rill_domain::vsr::{Message, decode_message, encode_message, frame_len};
 
@@ -49,11 +50,12 @@ pub type Handler = Rc<dyn Fn(Message) -> Pin<Box<dyn Future<Output = ()>>>>;
 /// What the plane calls when a peer's admitted connection opens (`true`) or closes.
 pub type Presence = Rc<dyn Fn(u8, bool)>;
 
-/// How connections prove themselves: the keys, and TLS both ways when it is on.
+/// How connections prove themselves: the keys, and TLS both ways when it is on (this
+/// node's server and client configurations).
 #[derive(Clone)]
 pub struct Security {
     pub keys: Keys,
-    pub tls: Option<(TlsAcceptor, TlsConnector)>,
+    pub tls: Option<(std::sync::Arc<ServerConfig>, std::sync::Arc<ClientConfig>)>,
 }
 
 /// One peer's outbound queue and the signal that wakes its sender task.
@@ -179,11 +181,11 @@ pub async fn serve(
 /// The acceptor's side of a new connection: TLS, then the handshake. The verified peer's
 /// replica id, or why it was refused.
 async fn admit(stream: TcpStream, security: &Security, me: u8, replicas: u8) -> Result<(Link, u8), String> {
-    let mut link = match &security.tls {
-        Some((acceptor, _)) => {
-            Link::Tls(Box::new(acceptor.accept(stream).await.map_err(|e| format!("TLS handshake failed: {e}"))?))
+    let (mut link, binding) = match &security.tls {
+        Some((server, _)) => {
+            link::accept_tls(server, stream).await.map_err(|e| format!("TLS handshake failed: {e}"))?
         }
-        None => Link::Plain(stream),
+        None => (Link::Plain(stream), None),
     };
     // The magic alone first: a client that dialed this port by mistake is told apart at once
     // instead of waiting out the timeout for bytes it will never send.
@@ -196,7 +198,7 @@ async fn admit(stream: TcpStream, security: &Security, me: u8, replicas: u8) -> 
     hello[..8].copy_from_slice(&magic);
     hello[8..].copy_from_slice(&rest);
     let (acceptor, challenge) =
-        Acceptor::challenge(security.keys.clone(), me, replicas, &hello).map_err(|r| r.to_string())?;
+        Acceptor::challenge(security.keys.clone(), (me, replicas), &hello, &binding).map_err(|r| r.to_string())?;
     link.write(challenge.to_vec()).await.map_err(|e| format!("write failed: {e}"))?;
     let proof: [u8; TAG_LEN] = link.read_array().await.map_err(|_| Refusal::WrongKey.to_string())?;
     acceptor.verify(&proof).map_err(|r| r.to_string())?;
@@ -240,15 +242,15 @@ impl Dial {
     async fn open(&self) -> Result<Link, DialError> {
         let stream = TcpStream::connect(self.address.as_str()).await.map_err(|_| DialError::Unreachable)?;
         let _ = stream.set_nodelay(true);
-        let mut link = match &self.security.tls {
-            Some((_, connector)) => {
+        let (mut link, binding) = match &self.security.tls {
+            Some((_, client)) => {
                 let host = self.address.rsplit_once(':').map_or(self.address.as_str(), |(host, _)| host);
-                let tls = connector.connect(host.trim_matches(['[', ']']), stream).await;
-                Link::Tls(Box::new(tls.map_err(|e| DialError::Refused(format!("TLS handshake failed: {e}")))?))
+                let tls = link::connect_tls(client, host.trim_matches(['[', ']']), stream).await;
+                tls.map_err(|e| DialError::Refused(format!("TLS handshake failed: {e}")))?
             }
-            None => Link::Plain(stream),
+            None => (Link::Plain(stream), None),
         };
-        let dialer = Dialer::new(self.security.keys.clone(), self.me, self.them);
+        let dialer = Dialer::new(self.security.keys.clone(), self.me, self.them, binding);
         let lost = |_| DialError::Refused("the peer closed the connection during the handshake".into());
         link.write(dialer.hello().to_vec()).await.map_err(lost)?;
         let challenge: [u8; CHALLENGE_LEN] = link.read_array().await.map_err(lost)?;

@@ -37,10 +37,21 @@ pub(crate) fn start_cluster_of(
     nodes: usize,
     extra: &dyn Fn(usize) -> Vec<(&'static str, String)>,
 ) -> anyhow::Result<Cluster> {
+    start_cluster_routed(nodes, extra, &|_, _| {})
+}
+
+/// Like `start_cluster_of`, but `route(replica id, roster)` may change where that node dials
+/// its peers (its own entry is where it listens).
+pub(crate) fn start_cluster_routed(
+    nodes: usize,
+    extra: &dyn Fn(usize) -> Vec<(&'static str, String)>,
+    route: &dyn Fn(usize, &mut Vec<String>),
+) -> anyhow::Result<Cluster> {
     let tcp: Vec<u16> = (0..nodes).map(|_| free_port()).collect();
     // Room above each replica port for two shards' partition groups.
     let plane: Vec<u16> = (0..nodes).map(|_| free_ports(3)).collect();
-    let replicas = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let roster: Vec<String> = plane.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let replicas = roster.join(",");
     let clients = tcp.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     let env = [
         ("IGGY_CLUSTER_ENABLED", "true"),
@@ -54,7 +65,12 @@ pub(crate) fn start_cluster_of(
     let mut nodes = Vec::new();
     for (replica, port) in tcp.iter().enumerate() {
         let id = replica.to_string();
-        let own = extra(replica);
+        let mut own = extra(replica);
+        let mut routed = roster.clone();
+        route(replica, &mut routed);
+        if routed != roster {
+            own.push(("IGGY_CLUSTER_REPLICAS", routed.join(",")));
+        }
         let mut node_env = env.to_vec();
         node_env.extend(own.iter().map(|(key, value)| (*key, value.as_str())));
         nodes.push(TestServer::start_node(*port, &node_env, &["--replica-id", &id])?);

@@ -1,7 +1,8 @@
 //! The replica plane lets no one in: three real nodes with `[cluster.auth]` (and TLS) form a
 //! cluster; a node with the wrong key, a stranger that fakes the handshake and an Iggy client
 //! dialing the replica port are each refused and logged, and nothing they send is applied; a
-//! key rotation half done keeps the cluster whole.
+//! relay that terminates TLS towards two nodes and passes their handshake along is refused
+//! by both; a key rotation half done keeps the cluster whole.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -120,4 +121,93 @@ async fn a_key_rotation_half_done_keeps_every_node_in() -> anyhow::Result<()> {
         assert!(!logs.contains("refused a connection"), "node {node} refused a peer mid-rotation:\n{logs}");
     }
     Ok(())
+}
+
+/// What a relay between two nodes achieved.
+struct Relayed {
+    /// The dialing node answered the acceptor's challenge with a proof of its own.
+    dialer_proved: bool,
+    /// The accepting node kept the connection open after the proof and an injected frame.
+    acceptor_admitted: bool,
+}
+
+/// The relay's two TLS configurations: a server one on a fresh self-signed certificate, and
+/// a client one that trusts anything, both offering the plane's protocol name.
+fn relay_tls() -> anyhow::Result<(std::sync::Arc<rustls::ServerConfig>, std::sync::Arc<rustls::ClientConfig>)> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?;
+    let key = rustls::pki_types::PrivateKeyDer::try_from(certified.signing_key.serialize_der())
+        .map_err(anyhow::Error::msg)?;
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)?;
+    server.alpn_protocols = vec![b"rill-replica".to_vec()];
+    // The trust the nodes' `self_signed` default has: any certificate.
+    let client = rill_tests::tls::client_trusting_any_certificate(&[b"rill-replica"])?;
+    Ok((std::sync::Arc::new(server), std::sync::Arc::new(client)))
+}
+
+/// Sits between a dialing node and `target` (the node it means to reach): terminates TLS
+/// towards each, passes the key handshake from one to the other byte for byte, then sends
+/// a proof (the dialer's, or a made-up one) and a VSR frame of its own to `target`.
+fn relay(listener: std::net::TcpListener, target: &str) -> anyhow::Result<Relayed> {
+    let (server, client) = relay_tls()?;
+    let (dialer, _) = listener.accept()?;
+    dialer.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut dialer = rustls::StreamOwned::new(rustls::ServerConnection::new(server)?, dialer);
+    let acceptor = TcpStream::connect(target)?;
+    acceptor.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?.to_owned();
+    let mut acceptor = rustls::StreamOwned::new(rustls::ClientConnection::new(client, name)?, acceptor);
+    let mut hello = [0u8; 42];
+    dialer.read_exact(&mut hello)?;
+    acceptor.write_all(&hello)?;
+    let mut challenge = [0u8; 74];
+    acceptor.read_exact(&mut challenge)?;
+    dialer.write_all(&challenge)?;
+    let mut proof = [0u8; 32];
+    let dialer_proved = dialer.read_exact(&mut proof).is_ok();
+    acceptor.write_all(&proof)?;
+    let _ = acceptor.write_all(&[64, 0, 0, 0]);
+    let mut rest = [0u8; 1];
+    let acceptor_admitted = match acceptor.read(&mut rest) {
+        Ok(0) => false,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe
+        ),
+        Ok(_) => true,
+    };
+    Ok(Relayed { dialer_proved, acceptor_admitted })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_relayed_between_two_tls_sessions_is_refused_by_both_nodes() -> anyhow::Result<()> {
+    let relay_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let relay_address = relay_listener.local_addr()?.to_string();
+    // Node 1 reaches node 0 only through the relay; every other link is direct.
+    let routed = relay_address.clone();
+    let cluster = crate::cluster::start_cluster_routed(
+        3,
+        &|_| {
+            let mut env = auth(KEY, "");
+            env.push(("IGGY_CLUSTER_TLS_ENABLED", "true".into()));
+            env
+        },
+        &move |node, roster| {
+            if node == 1 {
+                roster[0] = routed.clone();
+            }
+        },
+    )?;
+    let target = cluster.planes[0].clone();
+    let relayed = tokio::task::spawn_blocking(move || relay(relay_listener, &target)).await??;
+    assert!(!relayed.dialer_proved, "node 1 answered a challenge made in the relay's session");
+    assert!(!relayed.acceptor_admitted, "node 0 admitted the relayed connection");
+    logged(&cluster, 1, "another TLS session").await?;
+    logged(&cluster, 0, "refused a connection").await?;
+    // The nodes themselves still form the cluster over their direct links.
+    eventually(TIMEOUT, "create through the primary", || create_through_any(&cluster, &[0], "relayed")).await?;
+    stream_on_nodes(&cluster, "relayed", &[0, 2]).await
 }
