@@ -183,6 +183,17 @@ pub fn producer(batch: &[u8]) -> Result<Option<BatchProducer>, ErrorCode> {
     }
 }
 
+/// Sets a batch's producer section, as a 0.12 idempotent producer sends it, and reseals the
+/// batch checksum that covers it.
+pub fn set_producer(batch: &mut [u8], producer: BatchProducer) {
+    batch[OFF_PRODUCER] = PRODUCER_PRESENT;
+    batch[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&producer.id.to_le_bytes());
+    batch[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&producer.epoch.to_le_bytes());
+    batch[OFF_PRODUCER_SEQUENCE..OFF_PRODUCER_SEQUENCE + 4].copy_from_slice(&producer.base_sequence.to_le_bytes());
+    let checksum = compute_checksum(batch);
+    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+}
+
 /// Clears the producer section of each batch in `batches` (stored batches back to back)
 /// that has one, resealing its checksum: how a 0.11 client, which refuses nonzero reserved
 /// bytes, gets a 0.12 producer's batches.

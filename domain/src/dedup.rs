@@ -4,8 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::error::ErrorCode;
+use crate::reader::Reader;
+
 /// Ids stored in one partition within the window, with the time each was stored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DedupWindow {
     max_entries: usize,
     expiry_us: u64,
@@ -22,6 +25,46 @@ impl DedupWindow {
 
     pub fn len(&self) -> usize {
         self.stored_at.len()
+    }
+
+    /// Takes new bounds (a partition group's op carries the topic's), dropping the oldest
+    /// ids past a smaller count at once and the expired ones at the next lookup.
+    pub fn set_bounds(&mut self, max_entries: usize, expiry_us: u64) {
+        (self.max_entries, self.expiry_us) = (max_entries.max(1), expiry_us);
+        while self.stored_at.len() > self.max_entries
+            && let Some(&(oldest, at)) = self.order.front()
+        {
+            self.pop_oldest(oldest, at);
+        }
+    }
+
+    /// `[max u32][expiry_us u64][ids u32]`, then `[id u128][stored_at u64]` each, oldest
+    /// first: the window as a partition group's snapshot holds it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.max_entries as u32).to_le_bytes());
+        out.extend_from_slice(&self.expiry_us.to_le_bytes());
+        out.extend_from_slice(&(self.order.len() as u32).to_le_bytes());
+        for (id, at) in &self.order {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+    }
+
+    /// A window `encode` wrote; a repeated id or more ids than the bound is malformed.
+    pub fn decode(reader: &mut Reader<'_>) -> Result<Self, ErrorCode> {
+        let mut window = Self::new(reader.u32()? as usize, reader.u64()?);
+        let count = reader.u32()? as usize;
+        if count > window.max_entries {
+            return Err(ErrorCode::InvalidFormat);
+        }
+        for _ in 0..count {
+            let (id, at) = (reader.u128()?, reader.u64()?);
+            if window.stored_at.insert(id, at).is_some() {
+                return Err(ErrorCode::InvalidFormat);
+            }
+            window.order.push_back((id, at));
+        }
+        Ok(window)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -94,6 +137,22 @@ mod tests {
         assert_eq!(window.duplicates(&[2, 3], 50), Some(vec![true, false]));
         assert_eq!(window.duplicates(&[1, 2], 100), None, "expired at 100");
         assert!(window.is_empty());
+    }
+
+    #[test]
+    fn a_window_decodes_to_itself_and_takes_smaller_bounds() {
+        let mut window = DedupWindow::new(4, 100);
+        window.record(&[9, 3, 5], 7);
+        window.record(&[1], 8);
+        let mut bytes = Vec::new();
+        window.encode(&mut bytes);
+        let decoded = DedupWindow::decode(&mut Reader::new(&bytes)).unwrap();
+        assert_eq!(decoded, window);
+        for cut in 0..bytes.len() {
+            assert!(DedupWindow::decode(&mut Reader::new(&bytes[..cut])).is_err(), "cut at {cut}");
+        }
+        window.set_bounds(2, 100);
+        assert_eq!((window.len(), window.contains(5), window.contains(1)), (2, true, true), "the oldest went");
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! op named yet is an empty partition. Operations use the protocol's partition bytes:
 //! - `SEND_MESSAGES` (160): `[partition u64][count u32][batch ...]`, replied
 //!   `[status u32][partition u64][base_offset u64]`;
+//! - `SEND_MESSAGES_ONCE` (164): a send whose duplicates are dropped and whose producer's
+//!   retries are answered with their first offsets (`once.rs`);
 //! - `STORE_CONSUMER_OFFSET` (161): `[partition u64][kind u8][consumer u32][offset u64]`;
 //! - `DELETE_CONSUMER_OFFSET` (162): `[partition u64][kind u8][consumer u32]`;
 //! - `RESET_PARTITION` (163): `[partition u64][incarnation u64]`: the partition starts again
@@ -25,14 +27,22 @@
 //!   (the copy `below` was read from): that offset names the old incarnation's messages. A
 //!   16-byte body (from a node before the incarnation joined it) counts as the current one;
 //!
-//! all but the send replied `[status u32]`. A status other than 0 is an Iggy error code; the state is
-//! then unchanged.
+//! all but the sends replied `[status u32]`. A status other than 0 is an Iggy error code; the
+//! state is then unchanged (but for ids and producers past their expiry, which every replica
+//! forgets alike).
+
+mod once;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::ErrorCode;
 use crate::vsr::{InvalidSnapshot, StateMachine};
 use crate::wire::codes::operation;
+
+pub use once::{Admitted, OnceSettings, OnceState, SEND_ONCE_PREFIX, parse_send_once, send_once_body};
+
+/// A group op: a send stored once (ids deduplicated, producers' retries recognised).
+pub const SEND_MESSAGES_ONCE: u8 = 164;
 
 /// A consumer's key: its kind (1 consumer, 2 group) and id.
 pub type ConsumerKey = (u8, u32);
@@ -51,14 +61,21 @@ pub struct PartitionGroupState {
     /// The highest offset a committed deletion named per partition, in its incarnation: its
     /// copies hold nothing below it that a deletion did not leave (a segment reaching past).
     log_starts: BTreeMap<u64, u64>,
+    /// The message ids each deduplicating partition stored recently, and the idempotent
+    /// producers of each partition that stored a producer's batch.
+    once: OnceState,
 }
 
-/// What applying a SEND_MESSAGES assigned: the batch's first offset in its partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What applying a send assigned: the first offset in its partition of the messages stored,
+/// how many are stored (0: every one was a duplicate, or the batch is a producer's retry and
+/// `base_offset` is where it was stored first), and which were dropped as duplicates when
+/// some, not all, were.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
     pub partition: u64,
     pub base_offset: u64,
     pub count: u32,
+    pub dropped: Option<Vec<bool>>,
 }
 
 fn word(body: &[u8], at: usize) -> Option<u32> {
@@ -72,6 +89,20 @@ fn long(body: &[u8], at: usize) -> Option<u64> {
 /// A send body's partition, message count and batch.
 pub fn parse_send(body: &[u8]) -> Option<(u64, u32, &[u8])> {
     Some((long(body, 0)?, word(body, 8)?, body.get(SEND_PREFIX..)?))
+}
+
+/// Whether `operation` is one of the group's sends.
+pub fn is_send(operation: u8) -> bool {
+    matches!(operation, operation::SEND_MESSAGES | SEND_MESSAGES_ONCE)
+}
+
+/// Either send's partition, message count and batch.
+pub fn parse_any_send(operation: u8, body: &[u8]) -> Option<(u64, u32, &[u8])> {
+    match operation {
+        operation::SEND_MESSAGES => parse_send(body),
+        SEND_MESSAGES_ONCE => parse_send_once(body).map(|(partition, count, _, batch)| (partition, count, batch)),
+        _ => None,
+    }
 }
 
 /// A successful send reply's partition and base offset.
@@ -135,8 +166,14 @@ impl PartitionGroupState {
         self.consumer_offsets.keys().map(|(partition, _)| *partition).collect()
     }
 
-    /// Applies one committed operation; the assigned offsets of a send, or why it failed.
+    /// Applies one committed operation that reads no time (every one but a once-only send,
+    /// which then sees time 0); the assigned offsets of a send, or why it failed.
     pub fn apply_op(&mut self, op: u8, body: &[u8]) -> Result<Option<Appended>, ErrorCode> {
+        self.apply_at(op, 0, body)
+    }
+
+    /// Applies one committed operation, stamped `timestamp` by the primary.
+    pub fn apply_at(&mut self, op: u8, timestamp: u64, body: &[u8]) -> Result<Option<Appended>, ErrorCode> {
         match op {
             operation::SEND_MESSAGES => {
                 let (partition, count, _) = parse_send(body).ok_or(ErrorCode::InvalidFormat)?;
@@ -146,8 +183,9 @@ impl PartitionGroupState {
                 let next = self.next_offsets.entry(partition).or_insert(0);
                 let base_offset = *next;
                 *next = next.checked_add(u64::from(count)).ok_or(ErrorCode::InvalidMessagesCount)?;
-                Ok(Some(Appended { partition, base_offset, count }))
+                Ok(Some(Appended { partition, base_offset, count, dropped: None }))
             }
+            SEND_MESSAGES_ONCE => self.apply_send_once(body, timestamp),
             operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET => {
                 let (partition, consumer, offset) = parse_offset_body(body).ok_or(ErrorCode::InvalidFormat)?;
                 let key = (partition, consumer);
@@ -165,6 +203,7 @@ impl PartitionGroupState {
                     self.incarnations.insert(partition, incarnation);
                     self.next_offsets.remove(&partition);
                     self.log_starts.remove(&partition);
+                    self.once.reset(partition);
                     self.consumer_offsets.retain(|(named, _), _| *named != partition);
                 }
                 Ok(None)
@@ -185,9 +224,38 @@ impl PartitionGroupState {
 }
 
 impl PartitionGroupState {
-    /// Applies one committed operation: what it did, and the reply its client gets.
-    pub fn apply_with_reply(&mut self, operation: u8, body: &[u8]) -> (Result<Option<Appended>, ErrorCode>, Vec<u8>) {
-        let result = self.apply_op(operation, body);
+    /// Applies a once-only send at `timestamp` (`once.rs` decides what is stored): a
+    /// producer's retry is answered with its first offset, and the kept messages get the
+    /// partition's next offsets.
+    fn apply_send_once(&mut self, body: &[u8], timestamp: u64) -> Result<Option<Appended>, ErrorCode> {
+        let (partition, count, settings, batch) = parse_send_once(body).ok_or(ErrorCode::InvalidFormat)?;
+        if count == 0 {
+            return Err(ErrorCode::InvalidMessagesCount);
+        }
+        let (kept, dropped, producer) = match self.once.admit(partition, (count, settings), batch, timestamp)? {
+            Admitted::Retry { base_offset } => {
+                return Ok(Some(Appended { partition, base_offset, count: 0, dropped: None }));
+            }
+            Admitted::Store { kept, dropped, producer } => (kept, dropped, producer),
+        };
+        let next = self.next_offsets.entry(partition).or_insert(0);
+        let base_offset = *next;
+        *next = next.checked_add(u64::from(kept)).ok_or(ErrorCode::InvalidMessagesCount)?;
+        if let Some(producer) = producer {
+            self.once.stored(partition, producer, (count, base_offset), timestamp);
+        }
+        Ok(Some(Appended { partition, base_offset, count: kept, dropped }))
+    }
+
+    /// Applies one committed operation stamped `timestamp`: what it did, and the reply its
+    /// client gets.
+    pub fn apply_with_reply(
+        &mut self,
+        operation: u8,
+        timestamp: u64,
+        body: &[u8],
+    ) -> (Result<Option<Appended>, ErrorCode>, Vec<u8>) {
+        let result = self.apply_at(operation, timestamp, body);
         let reply = match &result {
             Ok(Some(appended)) => {
                 let mut reply = 0u32.to_le_bytes().to_vec();
@@ -203,16 +271,19 @@ impl PartitionGroupState {
 }
 
 impl StateMachine for PartitionGroupState {
-    fn apply(&mut self, _op: u64, _timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
-        self.apply_with_reply(operation, body).1
+    fn apply(&mut self, _op: u64, timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
+        self.apply_with_reply(operation, timestamp, body).1
     }
 
     /// `[partitions u32]` then `[partition u64][next u64]` each, `[offsets u32]` then
     /// `[partition u64][kind u8][id u32][offset u64]` each, then, when any partition was
     /// reset or had segments deleted, `[incarnations u32]` and `[partition u64][incarnation
     /// u64]` each, then, when segments were deleted, `[log starts u32]` and `[partition
-    /// u64][start u64]` each (a snapshot without those parts is one taken before they existed,
-    /// or of a state without them).
+    /// u64][start u64]` each, then, when any partition deduplicates or stored a producer's
+    /// batch, `[windows u32]` and `[partition u64][window]` each and `[tables u32]` and
+    /// `[partition u64][producer table]` each (`DedupWindow::encode`,
+    /// `ProducerTable::encode`); a snapshot without those parts is one taken before they
+    /// existed, or of a state without them.
     fn snapshot(&self) -> Vec<u8> {
         let mut out = (self.next_offsets.len() as u32).to_le_bytes().to_vec();
         for (partition, next) in &self.next_offsets {
@@ -226,9 +297,10 @@ impl StateMachine for PartitionGroupState {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
         }
+        let once = !self.once.is_empty();
         for (present, map) in [
-            (!self.incarnations.is_empty() || !self.log_starts.is_empty(), &self.incarnations),
-            (!self.log_starts.is_empty(), &self.log_starts),
+            (once || !self.incarnations.is_empty() || !self.log_starts.is_empty(), &self.incarnations),
+            (once || !self.log_starts.is_empty(), &self.log_starts),
         ] {
             if present {
                 out.extend_from_slice(&(map.len() as u32).to_le_bytes());
@@ -237,6 +309,9 @@ impl StateMachine for PartitionGroupState {
                     out.extend_from_slice(&value.to_le_bytes());
                 }
             }
+        }
+        if once {
+            self.once.encode(&mut out);
         }
         out
     }
@@ -261,10 +336,11 @@ impl StateMachine for PartitionGroupState {
         }
         let incarnations = read_pairs(snapshot, &mut at)?;
         let log_starts = read_pairs(snapshot, &mut at)?;
-        if at != snapshot.len() {
-            return Err(InvalidSnapshot);
-        }
-        *self = Self { next_offsets, consumer_offsets, incarnations, log_starts };
+        let once = match snapshot.get(at..) {
+            Some(rest) if !rest.is_empty() => OnceState::decode(rest).map_err(|_| InvalidSnapshot)?,
+            _ => OnceState::default(),
+        };
+        *self = Self { next_offsets, consumer_offsets, incarnations, log_starts, once };
         Ok(())
     }
 
@@ -330,9 +406,18 @@ mod tests {
         let send = |state: &mut PartitionGroupState, partition, count| {
             state.apply_op(operation::SEND_MESSAGES, &send_body(partition, count, b"batch"))
         };
-        assert_eq!(send(&mut state, 0, 3), Ok(Some(Appended { partition: 0, base_offset: 0, count: 3 })));
-        assert_eq!(send(&mut state, 1, 2), Ok(Some(Appended { partition: 1, base_offset: 0, count: 2 })));
-        assert_eq!(send(&mut state, 0, 1), Ok(Some(Appended { partition: 0, base_offset: 3, count: 1 })));
+        assert_eq!(
+            send(&mut state, 0, 3),
+            Ok(Some(Appended { partition: 0, base_offset: 0, count: 3, dropped: None }))
+        );
+        assert_eq!(
+            send(&mut state, 1, 2),
+            Ok(Some(Appended { partition: 1, base_offset: 0, count: 2, dropped: None }))
+        );
+        assert_eq!(
+            send(&mut state, 0, 1),
+            Ok(Some(Appended { partition: 0, base_offset: 3, count: 1, dropped: None }))
+        );
         assert_eq!(send(&mut state, 0, 0), Err(ErrorCode::InvalidMessagesCount));
         assert_eq!(state.apply_op(operation::SEND_MESSAGES, &[0; 11]), Err(ErrorCode::InvalidFormat));
         assert_eq!(state.next_offset(0), Some(4), "failed ops change nothing");

@@ -4,9 +4,10 @@
 //! batch's original offset (stored once, however often it is sent), fences an older epoch
 //! and forgets producers idle past its expiry.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::error::ErrorCode;
+use crate::reader::Reader;
 
 /// Sequences wrap to 0 after this value, as the 0.12 clients count them.
 pub const SEQUENCE_MAX: u32 = i32::MAX as u32;
@@ -42,7 +43,7 @@ struct StoredBatch {
     base_offset: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ProducerState {
     epoch: u16,
     next_sequence: u32,
@@ -51,16 +52,65 @@ struct ProducerState {
 }
 
 /// The producers of one partition.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerTable {
-    producers: HashMap<u64, ProducerState>,
+    producers: BTreeMap<u64, ProducerState>,
     expiry_us: u64,
 }
 
 impl ProducerTable {
     /// A table that forgets a producer `expiry_us` after its last batch.
     pub fn new(expiry_us: u64) -> Self {
-        Self { producers: HashMap::new(), expiry_us }
+        Self { producers: BTreeMap::new(), expiry_us }
+    }
+
+    /// Takes a new expiry (a partition group's op carries the node's setting).
+    pub fn set_expiry(&mut self, expiry_us: u64) {
+        self.expiry_us = expiry_us;
+    }
+
+    /// `[expiry_us u64][producers u32]`, then per producer `[id u64][epoch u16]
+    /// [next_sequence u32][last_append_us u64][recent u8]` and `[base_sequence u32][count u32]
+    /// [base_offset u64]` per recent batch: the table as a partition group's snapshot holds it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.expiry_us.to_le_bytes());
+        out.extend_from_slice(&(self.producers.len() as u32).to_le_bytes());
+        for (id, state) in &self.producers {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&state.epoch.to_le_bytes());
+            out.extend_from_slice(&state.next_sequence.to_le_bytes());
+            out.extend_from_slice(&state.last_append_us.to_le_bytes());
+            out.push(state.recent.len() as u8);
+            for batch in &state.recent {
+                out.extend_from_slice(&batch.base_sequence.to_le_bytes());
+                out.extend_from_slice(&batch.count.to_le_bytes());
+                out.extend_from_slice(&batch.base_offset.to_le_bytes());
+            }
+        }
+    }
+
+    /// A table `encode` wrote.
+    pub fn decode(reader: &mut Reader<'_>) -> Result<Self, ErrorCode> {
+        let mut table = Self::new(reader.u64()?);
+        for _ in 0..reader.u32()? {
+            let id = reader.u64()?;
+            let epoch = u16::from_le_bytes([reader.u8()?, reader.u8()?]);
+            let (next_sequence, last_append_us) = (reader.u32()?, reader.u64()?);
+            let recent_count = usize::from(reader.u8()?);
+            if recent_count > RECENT_BATCHES {
+                return Err(ErrorCode::InvalidFormat);
+            }
+            let mut recent = VecDeque::with_capacity(RECENT_BATCHES);
+            for _ in 0..recent_count {
+                let (base_sequence, count, base_offset) = (reader.u32()?, reader.u32()?, reader.u64()?);
+                recent.push_back(StoredBatch { base_sequence, count, base_offset });
+            }
+            let state = ProducerState { epoch, next_sequence, recent, last_append_us };
+            if table.producers.insert(id, state).is_some() {
+                return Err(ErrorCode::InvalidFormat);
+            }
+        }
+        Ok(table)
     }
 
     pub fn len(&self) -> usize {
@@ -180,6 +230,21 @@ mod tests {
         assert_eq!(table.len(), 1);
         assert_eq!(table.admit(producer(0, 9), 1, 10 + HOUR_US), Err(ErrorCode::ProducerUnknown));
         assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_table_decodes_to_itself() {
+        let mut table = ProducerTable::new(HOUR_US);
+        table.record(producer(1, 0), 3, 10, 5);
+        table.record(producer(1, 3), 2, 13, 6);
+        table.record(BatchProducer { id: 9, epoch: 0, base_sequence: 0 }, 1, 15, 7);
+        let mut bytes = Vec::new();
+        table.encode(&mut bytes);
+        let decoded = ProducerTable::decode(&mut Reader::new(&bytes)).unwrap();
+        assert_eq!(decoded, table);
+        for cut in 0..bytes.len() {
+            assert!(ProducerTable::decode(&mut Reader::new(&bytes[..cut])).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -82,20 +82,25 @@ impl<E: Env> GroupCore<E> {
     /// was lost.
     pub async fn on_commit(&mut self, reach: &Reach<'_, E>, op: u64, entry: Entry) {
         let outcome = self.replica.state_machine_mut().take_outcome(op);
-        let result = outcome.map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
+        let result = outcome.as_ref().map_or(Err(ErrorCode::TransientNotCommitted), |o| o.result);
         if let Ok(assigned) = result {
-            let incarnation = outcome.map_or(0, |o| o.incarnation);
+            let incarnation = outcome.as_ref().map_or(0, |o| o.incarnation);
+            let stored = outcome.as_ref().is_some_and(|o| o.stored > 0);
+            self.count_duplicates(reach, &entry, outcome.as_ref().map_or(0, |o| o.stored));
             let applying = match (entry.operation, assigned) {
-                (operation::SEND_MESSAGES, Some((key, base_offset))) => Applying::Send(key, base_offset, incarnation),
+                (send, Some((key, base_offset))) if partition_group::is_send(send) && stored => {
+                    let dropped = outcome.and_then(|o| o.dropped).map(std::rc::Rc::from);
+                    Applying::Send(key, base_offset, incarnation, dropped)
+                }
                 (operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET, _) => {
                     Applying::Offset(incarnation)
                 }
-                (operation::RESET_PARTITION, _) if outcome.is_some_and(|o| o.reset) => Applying::Reset,
+                (operation::RESET_PARTITION, _) if outcome.as_ref().is_some_and(|o| o.reset) => Applying::Reset,
                 (operation::DELETE_SEGMENTS, _) => Applying::DeleteSegments(incarnation),
                 _ => Applying::Nothing,
             };
             let waiting = !self.blocked.is_empty();
-            if waiting || !self.apply_committed(reach, &entry, applying).await {
+            if waiting || !self.apply_committed(reach, &entry, applying.clone()).await {
                 let since_tick = self.ticks;
                 self.blocked.push_back(Blocked { entry: entry.clone(), applying, since_tick });
             }
@@ -103,11 +108,22 @@ impl<E: Env> GroupCore<E> {
         self.answer(entry.client_id, entry.request_number, result.map(|a| a.map(|(_, base)| base)));
     }
 
+    /// Counts the messages of a committed send this node's copy does not store: duplicates
+    /// of ids in the window, or a producer's retry (`rill_deduplicated_messages_total`).
+    fn count_duplicates(&self, reach: &Reach<'_, E>, entry: &Entry, stored: u32) {
+        if let Some((_, declared, _)) = partition_group::parse_any_send(entry.operation, &entry.body)
+            && declared > stored
+        {
+            let dropped = &reach.store.shared.telemetry.data.duplicates_dropped;
+            dropped.fetch_add(u64::from(declared - stored), Ordering::Relaxed);
+        }
+    }
+
     /// Makes one committed op in its partition; false while the partition is not open here.
     async fn apply_committed(&mut self, reach: &Reach<'_, E>, entry: &Entry, applying: Applying) -> bool {
         match applying {
-            Applying::Send(key, base_offset, incarnation) => {
-                self.apply_send(reach, entry, (key, base_offset), incarnation).await
+            Applying::Send(key, base_offset, incarnation, dropped) => {
+                self.apply_send(reach, entry, (key, base_offset), incarnation, dropped.as_deref()).await
             }
             Applying::Offset(incarnation) => self.apply_offset(reach, entry, incarnation).await,
             Applying::Reset => self.apply_reset(reach, entry).await,
@@ -150,16 +166,17 @@ impl<E: Env> GroupCore<E> {
         true
     }
 
-    /// Writes one committed send into its partition; false while the partition is not open
-    /// here yet.
+    /// Writes one committed send into its partition, without the messages the group dropped
+    /// as duplicates; false while the partition is not open here yet.
     async fn apply_send(
         &mut self,
         reach: &Reach<'_, E>,
         entry: &Entry,
         (key, base_offset): (u64, u64),
         incarnation: u64,
+        dropped: Option<&[bool]>,
     ) -> bool {
-        let Some((_, _, batch)) = partition_group::parse_send(&entry.body) else { return true };
+        let Some((_, _, batch)) = partition_group::parse_any_send(entry.operation, &entry.body) else { return true };
         let (namespace, partition) = match self.copy_in(reach, key, incarnation).await {
             Ok(found) => found,
             Err(done) => return done,
@@ -175,7 +192,12 @@ impl<E: Env> GroupCore<E> {
             return self.gap_given_up(reach, namespace, log.next_offset(), base_offset);
         }
         let store = reach.store;
-        let stored = match store.seal(namespace, PoolSlice::plain(batch.to_vec())) {
+        let mut batch = batch.to_vec();
+        if let Some(dropped) = dropped {
+            let (_, len) = rill_domain::batch::drop_frames(&mut batch, dropped);
+            batch.truncate(len);
+        }
+        let stored = match store.seal(namespace, PoolSlice::plain(batch)) {
             Ok(stored) => stored,
             Err(code) => {
                 tracing::error!(%code, partition = %label(namespace), "cannot seal a committed batch");
@@ -207,7 +229,7 @@ impl<E: Env> GroupCore<E> {
     pub async fn retry_blocked(&mut self, reach: &Reach<'_, E>) {
         loop {
             let Some((entry, applying, since_tick)) =
-                self.blocked.front().map(|b| (b.entry.clone(), b.applying, b.since_tick))
+                self.blocked.front().map(|b| (b.entry.clone(), b.applying.clone(), b.since_tick))
             else {
                 return;
             };

@@ -39,10 +39,11 @@ pub(super) struct Waiter {
 }
 
 /// What a committed op asks of its partition on this node.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) enum Applying {
-    /// A send the group gave this partition key and base offset, in an incarnation.
-    Send(u64, u64, u64),
+    /// A send the group gave this partition key and base offset, in an incarnation, with
+    /// the messages it dropped as duplicates when it dropped some.
+    Send(u64, u64, u64, Option<std::rc::Rc<[bool]>>),
     /// A consumer offset stored or deleted, in an incarnation.
     Offset(u64),
     /// A reset that started the partition again.

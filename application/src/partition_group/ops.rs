@@ -165,19 +165,30 @@ impl<E: Env> PartitionGroup<E> {
         batch: PoolSlice,
         (stream_id, topic_id): (u32, u32),
     ) -> ShardReply {
-        if partition_group::SEND_PREFIX + batch.len() > ENTRY_BODY_MAX {
+        if partition_group::SEND_ONCE_PREFIX + batch.len() > ENTRY_BODY_MAX {
             return Err(ErrorCode::TooBigMessagePayload);
         }
-        // A replicated partition does not keep producer state yet: refused rather than
-        // stored without the once-only guarantee the producer asked for.
-        if rill_domain::batch::producer(&batch)?.is_some() {
-            return Err(ErrorCode::FeatureUnavailable);
-        }
+        let producer = rill_domain::batch::producer(&batch)?;
         self.ensure_incarnation(store, namespace).await?;
         let count = BatchHeader::read(&batch).message_count;
-        let body = partition_group::send_body(namespace.packed(), count, &batch);
+        // A topic that deduplicates, or a producer's batch, goes as a once-only send: the
+        // group's state drops the duplicates and recognises the producer's retries, on every
+        // replica alike and across failovers.
+        let settings = {
+            let partition = store.owned(namespace)?;
+            let log = partition.log.lock().await;
+            let dedup = log.settings.deduplication.map(|window| (window.max_entries as u32, window.expiry_us));
+            partition_group::OnceSettings { dedup, producer_expiry_us: log.settings.producer_expiry_us }
+        };
+        let (operation, body) = match settings.dedup.is_some() || producer.is_some() {
+            true => {
+                let body = partition_group::send_once_body(namespace.packed(), count, settings, &batch);
+                (partition_group::SEND_MESSAGES_ONCE, body)
+            }
+            false => (operation::SEND_MESSAGES, partition_group::send_body(namespace.packed(), count, &batch)),
+        };
         drop(batch);
-        let base_offset = self.submit(store, operation::SEND_MESSAGES, body).await?;
+        let base_offset = self.submit(store, operation, body).await?;
         let base_offset = base_offset.ok_or(ErrorCode::InvalidMessagesCount)?;
         let partition_id = namespace.partition_id();
         Ok(Answer::Sent(SendConfirmation { stream_id, topic_id, partition_id, base_offset }))

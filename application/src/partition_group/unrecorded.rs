@@ -7,8 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use rill_domain::Namespace;
 use rill_domain::wire::codes::operation;
+use rill_domain::{Namespace, partition_group};
 
 use super::core::{GroupCore, Reach, op_partition};
 use crate::partition::PartitionLog;
@@ -57,7 +57,9 @@ impl<E: Env> GroupCore<E> {
 
     /// The partitions with a send in the group's journal above what its replica applied.
     fn journaled_sends(&self) -> BTreeSet<Namespace> {
-        self.journaled(operation::SEND_MESSAGES, op_partition)
+        let mut sends: BTreeSet<Namespace> = self.journaled(operation::SEND_MESSAGES, op_partition);
+        sends.extend(self.journaled::<_, Vec<_>>(partition_group::SEND_MESSAGES_ONCE, op_partition));
+        sends
     }
 
     /// Halts the group when the partition holds messages and neither the group's state nor

@@ -16,12 +16,16 @@ const OUTCOMES_MAX: usize = 1024;
 /// for a reset, whether it started the partition again (a reset to an incarnation the
 /// partition has already changes nothing); and the incarnation of the partition the op
 /// names, as the group's state had it once the op was applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupOutcome {
     pub op: u64,
     pub result: Result<Option<(u64, u64)>, ErrorCode>,
     pub reset: bool,
     pub incarnation: u64,
+    /// A send's messages to store (0: every one was a duplicate, or a producer's retry
+    /// answered with its first offsets), and which it dropped as duplicates when some were.
+    pub stored: u32,
+    pub dropped: Option<Vec<bool>>,
 }
 
 #[derive(Debug, Default)]
@@ -53,13 +57,17 @@ impl GroupMachine {
 }
 
 impl StateMachine for GroupMachine {
-    fn apply(&mut self, op: u64, _timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
+    fn apply(&mut self, op: u64, timestamp: u64, operation: u8, body: &[u8]) -> Vec<u8> {
         let reset_partition = (operation == operation::RESET_PARTITION)
             .then(|| partition_group::parse_reset_body(body))
             .flatten()
             .map(|(partition, _)| partition);
         let before = reset_partition.map(|partition| self.state.incarnation(partition));
-        let (result, reply) = self.state.apply_with_reply(operation, body);
+        let (result, reply) = self.state.apply_with_reply(operation, timestamp, body);
+        let (stored, dropped) = match &result {
+            Ok(Some(appended)) => (appended.count, appended.dropped.clone()),
+            _ => (0, None),
+        };
         let result = result.map(|appended| appended.map(|a| (a.partition, a.base_offset)));
         let reset = reset_partition.map(|partition| self.state.incarnation(partition)) != before;
         // Every op's body starts with the packed partition key it names.
@@ -68,7 +76,7 @@ impl StateMachine for GroupMachine {
         if self.outcomes.len() == OUTCOMES_MAX {
             self.outcomes.pop_front();
         }
-        self.outcomes.push_back(GroupOutcome { op, result, reset, incarnation });
+        self.outcomes.push_back(GroupOutcome { op, result, reset, incarnation, stored, dropped });
         reply
     }
 

@@ -174,12 +174,7 @@ fn a_builder_filling_in_place_matches_build_and_a_failed_fill_leaves_nothing() {
 
 /// `batch` as a 0.12 producer sends it: the producer section set, the checksum covering it.
 fn with_producer(mut batch: Vec<u8>, id: u64, epoch: u16, base_sequence: u32) -> Vec<u8> {
-    batch[OFF_PRODUCER] = PRODUCER_PRESENT;
-    batch[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&id.to_le_bytes());
-    batch[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&epoch.to_le_bytes());
-    batch[OFF_PRODUCER_SEQUENCE..OFF_PRODUCER_SEQUENCE + 4].copy_from_slice(&base_sequence.to_le_bytes());
-    let checksum = compute_checksum(&batch);
-    batch[OFF_CHECKSUM..OFF_CHECKSUM + 8].copy_from_slice(&checksum.to_le_bytes());
+    set_producer(&mut batch, BatchProducer { id, epoch, base_sequence });
     batch
 }
 

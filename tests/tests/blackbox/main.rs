@@ -27,6 +27,7 @@ mod metrics;
 mod offsets;
 mod packaging;
 mod partition_group_faults;
+mod partition_group_once;
 mod partition_groups;
 mod permissions;
 mod protocol_versions;

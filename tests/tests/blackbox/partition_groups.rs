@@ -26,7 +26,7 @@ fn start() -> anyhow::Result<Cluster> {
 }
 
 /// Three replicating nodes with `extra` in every node's environment.
-fn start_with(extra: &[(&'static str, &str)]) -> anyhow::Result<Cluster> {
+pub(crate) fn start_with(extra: &[(&'static str, &str)]) -> anyhow::Result<Cluster> {
     start_cluster_with(&|_| {
         let mut env = vec![
             ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true".to_owned()),
@@ -38,7 +38,7 @@ fn start_with(extra: &[(&'static str, &str)]) -> anyhow::Result<Cluster> {
 }
 
 /// Sends one batch of `count` messages to `partition`, ids `first..`; true when acknowledged.
-async fn send(client: &IggyClient, topic: (u32, u32), partition: u32, first: u128, count: u32) -> bool {
+pub(crate) async fn send(client: &IggyClient, topic: (u32, u32), partition: u32, first: u128, count: u32) -> bool {
     let mut batch: Vec<IggyMessage> = (0..u128::from(count))
         .map(|i| message(first + i, format!("p{partition}-m{}", first + i).into_bytes(), None))
         .collect();
