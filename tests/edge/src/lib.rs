@@ -12,6 +12,8 @@ use anyhow::{Context, bail};
 use iggy::prelude::*;
 use tempfile::TempDir;
 
+pub mod cluster;
+
 pub const ROOT_USERNAME: &str = "iggy";
 pub const ROOT_PASSWORD: &str = "iggy";
 
@@ -53,6 +55,7 @@ pub struct TestServer {
     root: TempDir,
     address: SocketAddr,
     env: Vec<(String, String)>,
+    args: Vec<String>,
     child: Option<Child>,
     log: PathBuf,
 }
@@ -64,12 +67,19 @@ impl TestServer {
 
     /// A server with extra `IGGY_*` settings.
     pub fn start_with_env(env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::start_node(free_port(), env, &[])
+    }
+
+    /// A server on TCP port `port` with extra settings and command-line arguments (a
+    /// cluster's node: its replica id).
+    pub fn start_node(port: u16, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<Self> {
         let root = tempfile::Builder::new().prefix("rill-edge-").tempdir()?;
         std::fs::create_dir_all(root.path().join("data"))?;
-        let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
         let log = root.path().join("server.log");
         let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        let mut server = Self { root, address, env, child: None, log };
+        let args = args.iter().map(|arg| (*arg).to_owned()).collect();
+        let mut server = Self { root, address, env, args, child: None, log };
         server.launch()?;
         Ok(server)
     }
@@ -77,7 +87,7 @@ impl TestServer {
     fn launch(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = Command::new(server_binary()?);
-        command.arg("--with-default-root-credentials").stdin(Stdio::null());
+        command.arg("--with-default-root-credentials").args(&self.args).stdin(Stdio::null());
         command.stdout(log.try_clone()?).stderr(log);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("IGGY_") {
@@ -118,6 +128,19 @@ impl TestServer {
             Command::new("kill").args(["-TERM", &child.id().to_string()]).status()?;
             child.wait()?;
         }
+        self.launch()
+    }
+
+    /// Kills the server with SIGKILL (nothing flushed, nothing said to its peers).
+    pub fn kill9(&mut self) -> anyhow::Result<()> {
+        let mut child = self.child.take().context("the server is not running")?;
+        child.kill().context("SIGKILL the server")?;
+        child.wait().context("reap the killed server")?;
+        Ok(())
+    }
+
+    /// Starts a killed server again on its data directory and port.
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
         self.launch()
     }
 
