@@ -390,8 +390,8 @@ pub struct GroupGauges {
     pub normal: AtomicBool,
     pub commit: AtomicU64,
     /// Whether the group refuses every send here: its journal could not be written (until it
-    /// opens again), or a partition holds messages it has no record of, or its replica halted
-    /// itself (until a restart).
+    /// opens again), or a copy here differs from the partition the group recorded, or its
+    /// replica halted itself (until a restart).
     pub halted: AtomicBool,
     /// This node's copies that lack batches the group committed, or that a purge or
     /// recreation has not emptied yet: they serve less than their peers until caught up.

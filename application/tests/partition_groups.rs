@@ -515,12 +515,12 @@ fn a_replica_that_could_not_empty_a_purged_copy_empties_it_once_its_disk_works()
 }
 
 /// A node that ran without its partition group and stored messages the group has no
-/// record of halts the group when it starts with it again (`refuse_unrecorded_partitions`);
-/// when that partition's files could not be opened at that start (a disk error), the check
-/// runs once they open, so the node still refuses every send rather than acknowledge sends
-/// its log would take for ones it holds.
+/// record of brings them into the group when it starts with it again, here even though that
+/// partition's files could not be opened at that start (a disk error) and the check ran
+/// once they opened: a send through it proposes its copy first, the group adopts it, the
+/// other nodes fetch its batches, and the send goes on after them.
 #[test]
-fn a_partition_written_outside_its_group_halts_the_group_when_it_opens_late() {
+fn a_partition_written_outside_its_group_is_brought_into_it_when_it_opens_late() {
     let mut cluster = Cluster::new(1);
     let (stream, _) = cluster.topic_everywhere("outside", None);
     cluster.kill(2, false);
@@ -542,11 +542,14 @@ fn a_partition_written_outside_its_group_halts_the_group_when_it_opens_late() {
     storage.heal();
     cluster.pass(2 * 1000 / TICK_MS);
     for partition in 0..PARTITIONS {
-        let body = send_body(stream, partition, &[b"refused"]).0;
-        assert_eq!(cluster.call(2, operation::SEND_MESSAGES, 0, &body).map(drop), Err(13000), "partition {partition}");
+        let body = send_body(stream, partition, &[format!("after {partition}").as_bytes()]).0;
+        cluster.call(2, operation::SEND_MESSAGES, 0, &body).expect("taken through node 2");
     }
-    let body = send_body(stream, 1, &[b"taken"]).0;
-    cluster.call(0, operation::SEND_MESSAGES, 0, &body).expect("the other nodes go on");
+    let want =
+        vec![vec![(0, "outside the group".to_owned()), (1, "after 0".to_owned())], vec![(0, "after 1".to_owned())]];
+    for node in 0..NODES {
+        catches_up(&mut cluster, node, stream, &want, "the adopted copy");
+    }
 }
 
 /// A node whose disk fails while it applies a purge cannot record (`purged_at`) that its

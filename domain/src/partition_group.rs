@@ -11,6 +11,8 @@
 //!   `[status u32][partition u64][base_offset u64]`;
 //! - `SEND_MESSAGES_ONCE` (164): a send whose duplicates are dropped and whose producer's
 //!   retries are answered with their first offsets (`once.rs`);
+//! - `ADOPT_PARTITION` (165): a copy written outside the group becomes the group's record of
+//!   its partition, when the group has none yet (`adopt.rs`);
 //! - `STORE_CONSUMER_OFFSET` (161): `[partition u64][kind u8][consumer u32][offset u64]`;
 //! - `DELETE_CONSUMER_OFFSET` (162): `[partition u64][kind u8][consumer u32]`;
 //! - `RESET_PARTITION` (163): `[partition u64][incarnation u64]`: the partition starts again
@@ -31,6 +33,7 @@
 //! state is then unchanged (but for ids and producers past their expiry, which every replica
 //! forgets alike).
 
+mod adopt;
 mod once;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +42,11 @@ use crate::error::ErrorCode;
 use crate::vsr::{InvalidSnapshot, StateMachine};
 use crate::wire::codes::operation;
 
+pub use adopt::Adoption;
 pub use once::{Admitted, OnceSettings, OnceState, SEND_ONCE_PREFIX, parse_send_once, send_once_body};
+
+/// A group op: a partition's copy written outside the group becomes its record.
+pub const ADOPT_PARTITION: u8 = 165;
 
 /// A group op: a send stored once (ids deduplicated, producers' retries recognised).
 pub const SEND_MESSAGES_ONCE: u8 = 164;
@@ -64,6 +71,8 @@ pub struct PartitionGroupState {
     /// The message ids each deduplicating partition stored recently, and the idempotent
     /// producers of each partition that stored a producer's batch.
     once: OnceState,
+    /// Per unrecorded partition, the replicas (a bit each) that reported holding nothing of it.
+    empty_reports: BTreeMap<u64, u64>,
 }
 
 /// What applying a send assigned: the first offset in its partition of the messages stored,
@@ -186,6 +195,10 @@ impl PartitionGroupState {
                 Ok(Some(Appended { partition, base_offset, count, dropped: None }))
             }
             SEND_MESSAGES_ONCE => self.apply_send_once(body, timestamp),
+            ADOPT_PARTITION => {
+                self.adopt(&Adoption::decode(body)?);
+                Ok(None)
+            }
             operation::STORE_CONSUMER_OFFSET | operation::DELETE_CONSUMER_OFFSET => {
                 let (partition, consumer, offset) = parse_offset_body(body).ok_or(ErrorCode::InvalidFormat)?;
                 let key = (partition, consumer);
@@ -224,6 +237,44 @@ impl PartitionGroupState {
 }
 
 impl PartitionGroupState {
+    /// Whether the state records `partition`: a send or an adoption named it.
+    pub fn records(&self, partition: u64) -> bool {
+        self.next_offsets.contains_key(&partition)
+    }
+
+    /// Takes `adoption` as the record of its partition, unless the state has one already
+    /// (an earlier adoption, or a send that committed first) or knows a newer incarnation:
+    /// then it changes nothing. True when it took it.
+    pub fn adopt(&mut self, adoption: &Adoption) -> bool {
+        let partition = adoption.partition;
+        if self.records(partition) || adoption.incarnation < self.incarnation(partition) {
+            return false;
+        }
+        if adoption.next_offset == 0 {
+            // A report of an empty copy: recorded empty once every replica reported.
+            let reported = self.empty_reports.entry(partition).or_default();
+            *reported |= 1 << adoption.replica;
+            if reported.count_ones() >= u32::from(adoption.replicas) {
+                self.empty_reports.remove(&partition);
+                self.next_offsets.insert(partition, 0);
+            }
+            return false;
+        }
+        self.empty_reports.remove(&partition);
+        self.next_offsets.insert(partition, adoption.next_offset);
+        if adoption.incarnation > 0 {
+            self.incarnations.insert(partition, adoption.incarnation);
+        }
+        if adoption.log_start > 0 {
+            self.log_starts.insert(partition, adoption.log_start);
+        }
+        self.consumer_offsets.retain(|(named, _), _| *named != partition);
+        for (consumer, offset) in &adoption.offsets {
+            self.consumer_offsets.insert((partition, *consumer), *offset);
+        }
+        true
+    }
+
     /// Applies a once-only send at `timestamp` (`once.rs` decides what is stored): a
     /// producer's retry is answered with its first offset, and the kept messages get the
     /// partition's next offsets.
@@ -282,8 +333,10 @@ impl StateMachine for PartitionGroupState {
     /// u64][start u64]` each, then, when any partition deduplicates or stored a producer's
     /// batch, `[windows u32]` and `[partition u64][window]` each and `[tables u32]` and
     /// `[partition u64][producer table]` each (`DedupWindow::encode`,
-    /// `ProducerTable::encode`); a snapshot without those parts is one taken before they
-    /// existed, or of a state without them.
+    /// `ProducerTable::encode`) and `[reports u32]`, `[partition u64][replicas u64]` each
+    /// (the replicas that reported an empty copy of a partition not recorded yet); a
+    /// snapshot without those parts is one taken before they existed, or of a state
+    /// without them.
     fn snapshot(&self) -> Vec<u8> {
         let mut out = (self.next_offsets.len() as u32).to_le_bytes().to_vec();
         for (partition, next) in &self.next_offsets {
@@ -297,7 +350,7 @@ impl StateMachine for PartitionGroupState {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
         }
-        let once = !self.once.is_empty();
+        let once = !self.once.is_empty() || !self.empty_reports.is_empty();
         for (present, map) in [
             (once || !self.incarnations.is_empty() || !self.log_starts.is_empty(), &self.incarnations),
             (once || !self.log_starts.is_empty(), &self.log_starts),
@@ -312,6 +365,11 @@ impl StateMachine for PartitionGroupState {
         }
         if once {
             self.once.encode(&mut out);
+            out.extend_from_slice(&(self.empty_reports.len() as u32).to_le_bytes());
+            for (partition, reported) in &self.empty_reports {
+                out.extend_from_slice(&partition.to_le_bytes());
+                out.extend_from_slice(&reported.to_le_bytes());
+            }
         }
         out
     }
@@ -336,17 +394,31 @@ impl StateMachine for PartitionGroupState {
         }
         let incarnations = read_pairs(snapshot, &mut at)?;
         let log_starts = read_pairs(snapshot, &mut at)?;
-        let once = match snapshot.get(at..) {
-            Some(rest) if !rest.is_empty() => OnceState::decode(rest).map_err(|_| InvalidSnapshot)?,
-            _ => OnceState::default(),
+        let (once, empty_reports) = match snapshot.get(at..) {
+            Some(rest) if !rest.is_empty() => read_tail(rest).map_err(|_| InvalidSnapshot)?,
+            _ => Default::default(),
         };
-        *self = Self { next_offsets, consumer_offsets, incarnations, log_starts, once };
+        *self = Self { next_offsets, consumer_offsets, incarnations, log_starts, once, empty_reports };
         Ok(())
     }
 
     fn digest(&self) -> u64 {
         crate::checksum::xxh3_64(&self.snapshot())
     }
+}
+
+/// The snapshot's last sections, to its end: the once-only sends' state, then the reports
+/// of empty copies (`[reports u32]`, then `[partition u64][replicas u64]` each).
+fn read_tail(bytes: &[u8]) -> Result<(OnceState, BTreeMap<u64, u64>), ErrorCode> {
+    let mut reader = crate::reader::Reader::new(bytes);
+    let once = OnceState::decode_from(&mut reader)?;
+    let mut reports = BTreeMap::new();
+    for _ in 0..reader.u32()? {
+        let partition = reader.u64()?;
+        reports.insert(partition, reader.u64()?);
+    }
+    reader.finish()?;
+    Ok((once, reports))
 }
 
 /// An optional snapshot section at `at`: `[count u32]` then `[partition u64][value u64]` each;
@@ -519,6 +591,46 @@ mod tests {
             copy.restore(&state.snapshot()).unwrap();
             assert_eq!(copy, state);
         }
+    }
+
+    #[test]
+    fn the_first_adoption_of_an_unrecorded_partition_becomes_its_record() {
+        let mut state = PartitionGroupState::default();
+        let adoption = Adoption {
+            partition: 4,
+            incarnation: 70,
+            next_offset: 12,
+            log_start: 2,
+            last_timestamp: 9,
+            replica: 0,
+            replicas: 3,
+            offsets: vec![((1, 3), 5)],
+        };
+        assert_eq!(state.apply_op(ADOPT_PARTITION, &adoption.encode()), Ok(None));
+        let took = (state.next_offset(4), state.log_start(4), state.incarnation(4), state.consumer_offset(4, (1, 3)));
+        assert_eq!(took, (Some(12), 2, 70, Some(5)));
+        let other = Adoption { next_offset: 40, offsets: Vec::new(), ..adoption.clone() };
+        assert!(!state.adopt(&other), "a later proposal changes nothing");
+        let sent = state.apply_op(operation::SEND_MESSAGES, &send_body(4, 3, b"x")).unwrap();
+        assert_eq!(sent.map(|a| a.base_offset), Some(12), "sends go on after the adopted messages");
+        // A partition a send named first, or a newer incarnation, is not adopted.
+        state.apply_op(operation::SEND_MESSAGES, &send_body(5, 1, b"x")).unwrap();
+        assert!(!state.adopt(&Adoption { partition: 5, ..adoption.clone() }));
+        state.apply_op(operation::RESET_PARTITION, &reset_body(6, 80)).unwrap();
+        assert!(!state.adopt(&Adoption { partition: 6, ..adoption.clone() }), "an older incarnation");
+        // Empty copies are reports: the partition is recorded empty once all three reported.
+        let empty = |replica| Adoption { partition: 7, next_offset: 0, log_start: 0, replica, ..adoption.clone() };
+        assert!(!state.adopt(&empty(0)) && !state.adopt(&empty(2)) && !state.adopt(&empty(2)));
+        assert!(!state.records(7), "two of three replicas reported");
+        let mut copy = PartitionGroupState::default();
+        copy.restore(&state.snapshot()).unwrap();
+        assert_eq!(copy, state, "reports under way survive a snapshot");
+        assert!(!state.adopt(&empty(1)));
+        assert_eq!(state.next_offset(7), Some(0), "every replica reported an empty copy");
+        assert_eq!(state.apply_op(ADOPT_PARTITION, &[0; 10]), Err(ErrorCode::InvalidFormat));
+        let mut copy = PartitionGroupState::default();
+        copy.restore(&state.snapshot()).unwrap();
+        assert_eq!(copy, state);
     }
 
     #[test]

@@ -398,7 +398,7 @@ fn render_replication(out: &mut String, context: &GatewayContext, stats: &Stats)
         ("commit", "The group's commit number on this node.", |g| g.commit.load(Relaxed)),
         (
             "halted",
-            "1 while the group refuses every send here (a journal write failed: until it opens again; a partition holds messages it has no record of, or its replica halted itself: until a restart).",
+            "1 while the group refuses every send here (a journal write failed: until it opens again; a copy here differs from the partition the group recorded, or its replica halted itself: until a restart).",
             |g| u64::from(g.halted.load(Relaxed)),
         ),
         (

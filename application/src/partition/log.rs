@@ -187,6 +187,11 @@ impl<S: Storage> PartitionLog<S> {
         self.segments.first().map_or(0, |s| s.start_offset)
     }
 
+    /// The stamp of the last message stored (0 for an empty log).
+    pub fn last_timestamp(&self) -> u64 {
+        self.last_timestamp
+    }
+
     pub fn next_offset(&self) -> u64 {
         self.next_offset
     }

@@ -97,6 +97,7 @@ impl<E: Env> GroupCore<E> {
                 }
                 (operation::RESET_PARTITION, _) if outcome.as_ref().is_some_and(|o| o.reset) => Applying::Reset,
                 (operation::DELETE_SEGMENTS, _) => Applying::DeleteSegments(incarnation),
+                (partition_group::ADOPT_PARTITION, _) => Applying::Adopt(outcome.as_ref().is_some_and(|o| o.adopted)),
                 _ => Applying::Nothing,
             };
             let waiting = !self.blocked.is_empty();
@@ -128,6 +129,7 @@ impl<E: Env> GroupCore<E> {
             Applying::Offset(incarnation) => self.apply_offset(reach, entry, incarnation).await,
             Applying::Reset => self.apply_reset(reach, entry).await,
             Applying::DeleteSegments(incarnation) => self.apply_delete_segments(reach, entry, incarnation).await,
+            Applying::Adopt(adopted) => self.apply_adoption(reach, entry, adopted).await,
             Applying::Nothing => true,
         }
     }
@@ -181,6 +183,12 @@ impl<E: Env> GroupCore<E> {
             Ok(found) => found,
             Err(done) => return done,
         };
+        if self.unadopted.contains(&namespace) {
+            // A send committed before this copy's messages were adopted: they would sit
+            // under offsets the group gives other messages.
+            self.diverged(reach, namespace, "a send to it committed before its messages were adopted");
+            return true;
+        }
         let mut log = partition.log.lock().await;
         if partition.closed() || self.superseded(namespace, incarnation) {
             return true;

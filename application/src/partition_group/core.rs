@@ -50,6 +50,9 @@ pub(super) enum Applying {
     Reset,
     /// Sealed segments ending at or below an offset go, in an incarnation.
     DeleteSegments(u64),
+    /// A copy proposed to the group was committed as its partition's record (true), or a
+    /// later proposal changed nothing (false).
+    Adopt(bool),
     Nothing,
 }
 
@@ -99,6 +102,15 @@ pub(super) struct GroupCore<E: Env> {
     pub seed: u64,
     /// Which incarnation each of this node's copies is in, and which one it must reach.
     pub copies: Copies,
+    /// This node's copies that hold messages the group has no record of, to be proposed to
+    /// it (`adopt.rs`); sends to them wait until one adoption commits.
+    pub unadopted: BTreeSet<Namespace>,
+    /// When this node's replica of the group was first created (its `born_at` marker; 0 for
+    /// a group from before the marker): partitions created before it may hold messages on
+    /// some node that the group has not recorded yet.
+    pub born_at: u64,
+    /// Partitions whose empty copy here was reported to the group.
+    pub reported_empty: BTreeSet<Namespace>,
 }
 
 /// Which node a lane's client id belongs to.
@@ -122,6 +134,9 @@ impl<E: Env> GroupCore<E> {
             halted: None,
             seed,
             copies: Copies::default(),
+            unadopted: BTreeSet::new(),
+            born_at: 0,
+            reported_empty: BTreeSet::new(),
         }
     }
 

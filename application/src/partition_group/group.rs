@@ -48,9 +48,12 @@ impl<E: Env> PartitionGroup<E> {
         network: Box<dyn ReplicaNetwork>,
         seed: u64,
     ) -> Result<Self, JournalError> {
+        let dir = store.data_path().join("groups").join(store.shard_id().to_string());
+        let fresh = !crate::ports::Storage::exists(&store.storage, &dir.join("superblock")).await;
         let (replication, effects) = open_replication(store, membership, seed).await?;
         let Replication { replica, journal, .. } = replication;
-        let core = GroupCore::new(replica.into_inner(), journal.into_inner(), seed);
+        let mut core = GroupCore::new(replica.into_inner(), journal.into_inner(), seed);
+        core.born_at = group_birth(store, &dir, fresh).await;
         let lanes = Lanes::new(seed, membership.replica_id);
         let group = Self { core: async_lock::Mutex::new(core), network, membership, lanes };
         {
@@ -61,7 +64,7 @@ impl<E: Env> PartitionGroup<E> {
             }
             core.carry_out(&reach, effects).await;
             core.note_journaled_resets();
-            core.refuse_unrecorded_partitions(&reach).await;
+            core.note_unrecorded_partitions(&reach).await;
             core.publish_health(&reach);
         }
         Ok(group)
@@ -231,4 +234,21 @@ pub(super) async fn open_replication<E: Env>(
     let options = group_options(shard, membership.replica_count);
     let machine = crate::replication::GroupMachine::default();
     Replication::open_with(&store.storage, &dir, membership, seed, options, machine).await
+}
+
+/// The marker of when this node's replica of a group was first created.
+const BORN_AT_MARKER: &str = "born_at";
+
+/// When this node's replica of the group in `dir` was first created: written now when the
+/// group is `fresh`, else read back (0 for a group from before the marker).
+async fn group_birth<E: Env>(store: &PartitionStore<E>, dir: &std::path::Path, fresh: bool) -> u64 {
+    let path = dir.join(BORN_AT_MARKER);
+    if !fresh {
+        return crate::partitions::markers::read_marker(&store.storage, &path).await.unwrap_or(0);
+    }
+    let now = store.now_us();
+    if let Err(error) = crate::partitions::markers::write_marker(&store.storage, dir, &path, now).await {
+        tracing::warn!(%error, path = %path.display(), "cannot record when the partition group was created");
+    }
+    now
 }

@@ -3,6 +3,7 @@
 //! the commits it applies, ops submitted and forwarded, the copies' incarnations, state
 //! transfer (gaps, repairs, deletions, offsets), and reopening after a journal failure.
 
+mod adopt;
 mod apply;
 mod copies;
 mod core;

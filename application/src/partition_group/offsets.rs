@@ -31,7 +31,7 @@ impl<E: Env> GroupCore<E> {
             // A copy older than its incarnation takes the state's offsets once emptied: the
             // emptying would remove them.
             let synced = match reach.store.owned(namespace) {
-                Ok(_) if self.behind(namespace) => false,
+                Ok(_) if self.behind(namespace) || self.unadopted.contains(&namespace) => false,
                 Ok(partition) => self.adopt_offsets(reach, namespace, &partition).await.is_ok(),
                 Err(_) => true,
             };

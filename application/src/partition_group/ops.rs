@@ -36,15 +36,21 @@ impl<E: Env> PartitionGroup<E> {
             }
             PartitionOp::StoreOffset { key, offset } => {
                 store.owned(namespace)?;
+                self.ensure_adopted(store, namespace).await?;
                 self.replicate_offset(store, namespace, key, Some(offset)).await.map(Reply::Answer)
             }
             PartitionOp::DeleteOffset { key } => {
                 store.owned(namespace)?;
+                self.ensure_adopted(store, namespace).await?;
                 self.replicate_offset(store, namespace, key, None).await.map(Reply::Answer)
             }
-            PartitionOp::DeleteSegments { count } => self.delete_segments(store, namespace, count).await,
+            PartitionOp::DeleteSegments { count } => {
+                self.ensure_adopted(store, namespace).await?;
+                self.delete_segments(store, namespace, count).await
+            }
             PartitionOp::Purge { incarnation } => {
                 let partition = store.owned(namespace)?;
+                self.ensure_adopted(store, namespace).await?;
                 let reach = self.reach(store);
                 let noted = self.core.lock().await.note_purge(&reach, namespace, &partition, incarnation).await;
                 noted.map_err(io_failure("recording a purge"))?;
@@ -169,6 +175,7 @@ impl<E: Env> PartitionGroup<E> {
             return Err(ErrorCode::TooBigMessagePayload);
         }
         let producer = rill_domain::batch::producer(&batch)?;
+        self.ensure_adopted(store, namespace).await?;
         self.ensure_incarnation(store, namespace).await?;
         let count = BatchHeader::read(&batch).message_count;
         // A topic that deduplicates, or a producer's batch, goes as a once-only send: the

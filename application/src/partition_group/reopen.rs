@@ -44,7 +44,7 @@ impl<E: Env> GroupCore<E> {
         self.halted = None;
         tracing::warn!(group = reach.group(), "the partition group's journal opened again; its replica recovers");
         self.carry_out(reach, effects).await;
-        // Not `refuse_unrecorded_partitions`, as at a start: since then every write to these
+        // Not `note_unrecorded_partitions`, as at a start: since then every write to these
         // partitions came from this group, some from commits applied while it was halted
         // (blocked ones, gaps filled) that its journal never held; they are the group's, and
         // applied again they are skipped.

@@ -2,8 +2,8 @@
 //! a node run without `replicate_partitions`, or on another shard under an earlier placement
 //! rule). The group's state would number such a partition's next send from 0, and a replica
 //! whose log is past it would take the send for one it stored before and drop it,
-//! acknowledged; so the group halts until the node is restarted with the partition's
-//! directory moved out or without `replicate_partitions`. Nothing stored is touched.
+//! acknowledged; so such a copy is proposed to the group first (`adopt.rs`), and sends to it
+//! here wait until an adoption commits. Nothing stored is touched.
 
 use std::collections::BTreeSet;
 
@@ -14,7 +14,6 @@ use super::core::{GroupCore, Reach, op_partition};
 use crate::partition::PartitionLog;
 use crate::partitions::{Partition, label};
 use crate::ports::Env;
-use crate::replication::Halt;
 
 impl<E: Env> GroupCore<E> {
     /// Halts the group when one of its partitions holds messages the group's state has no
@@ -22,11 +21,11 @@ impl<E: Env> GroupCore<E> {
     /// restart applies them once their commit is known again, and they may be in the
     /// partition already (a recreated partition's first sends may follow the last
     /// checkpoint, which had no record of it).
-    pub async fn refuse_unrecorded_partitions(&mut self, reach: &Reach<'_, E>) {
+    pub async fn note_unrecorded_partitions(&mut self, reach: &Reach<'_, E>) {
         let in_log = self.journaled_sends();
         for (namespace, partition) in reach.store.owned_partitions() {
             let log = partition.log.lock().await;
-            self.refuse_if_unrecorded(reach, &in_log, namespace, &log);
+            self.note_if_unrecorded(reach, &in_log, namespace, &log);
         }
     }
 
@@ -47,7 +46,7 @@ impl<E: Env> GroupCore<E> {
         }
         let in_log = self.journaled_sends();
         let log = partition.log.lock().await;
-        self.refuse_if_unrecorded(reach, &in_log, namespace, &log);
+        self.note_if_unrecorded(reach, &in_log, namespace, &log);
         // Offsets the group committed while it was not open here, or that a checkpoint
         // installed meanwhile carried, are made in its files once nothing waits (a state
         // installed while the partition could not be opened would otherwise leave its
@@ -62,11 +61,11 @@ impl<E: Env> GroupCore<E> {
         sends
     }
 
-    /// Halts the group when the partition holds messages and neither the group's state nor
-    /// its journal (`in_log`) records any. A copy older than its incarnation holds the old
+    /// Notes the partition for adoption when it holds messages and neither the group's state
+    /// nor its journal (`in_log`) records any. A copy older than its incarnation holds the old
     /// incarnation's messages, which the state forgot at the reset and the copy's emptying
     /// (failed, a disk error) removes.
-    fn refuse_if_unrecorded(
+    fn note_if_unrecorded(
         &mut self,
         reach: &Reach<'_, E>,
         in_log: &BTreeSet<Namespace>,
@@ -79,17 +78,15 @@ impl<E: Env> GroupCore<E> {
         if recorded || held == 0 || self.behind(namespace) {
             return;
         }
-        tracing::error!(
-            partition = %label(namespace),
-            directory = %log.dir().display(),
-            messages = held,
-            group = reach.group(),
-            "a partition holds messages its partition group has no record of (written without \
-             replicate_partitions, or on another shard under an earlier placement rule): the group \
-             refuses every send. To go on, stop the node and either move this partition's \
-             directory out of the data directory (the partition starts again empty) or start \
-             it without replicate_partitions"
-        );
-        self.halted = Some(Halt::UntilRestart);
+        if self.unadopted.insert(namespace) {
+            tracing::info!(
+                partition = %label(namespace),
+                directory = %log.dir().display(),
+                messages = held,
+                group = reach.group(),
+                "a partition holds messages its partition group has no record of (written by a single \
+                 node, or outside the group): proposing them to the group"
+            );
+        }
     }
 }

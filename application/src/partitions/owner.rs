@@ -110,6 +110,7 @@ impl<'a, E: Env> Owner<'a, E> {
     pub async fn retry_failed_writes(&self) {
         if let Owner::Replicated(store, group) = self {
             group.record_purges(store).await;
+            group.adopt_unrecorded(store).await;
         }
         self.store().retry_failed_writes().await;
     }

@@ -26,6 +26,8 @@ pub struct GroupOutcome {
     /// answered with its first offsets), and which it dropped as duplicates when some were.
     pub stored: u32,
     pub dropped: Option<Vec<bool>>,
+    /// An adoption that became its partition's record (a later one changes nothing).
+    pub adopted: bool,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +65,10 @@ impl StateMachine for GroupMachine {
             .flatten()
             .map(|(partition, _)| partition);
         let before = reset_partition.map(|partition| self.state.incarnation(partition));
+        let adopting = (operation == partition_group::ADOPT_PARTITION)
+            .then(|| body.get(..8).and_then(|key| key.try_into().ok()).map(u64::from_le_bytes))
+            .flatten()
+            .filter(|partition| !self.state.records(*partition));
         let (result, reply) = self.state.apply_with_reply(operation, timestamp, body);
         let (stored, dropped) = match &result {
             Ok(Some(appended)) => (appended.count, appended.dropped.clone()),
@@ -76,7 +82,8 @@ impl StateMachine for GroupMachine {
         if self.outcomes.len() == OUTCOMES_MAX {
             self.outcomes.pop_front();
         }
-        self.outcomes.push_back(GroupOutcome { op, result, reset, incarnation, stored, dropped });
+        let adopted = result.is_ok() && adopting.is_some_and(|partition| self.state.records(partition));
+        self.outcomes.push_back(GroupOutcome { op, result, reset, incarnation, stored, dropped, adopted });
         reply
     }
 

@@ -152,19 +152,17 @@ impl OnceState {
         }
     }
 
-    /// What `encode` wrote, to the end of `bytes`.
-    pub fn decode(bytes: &[u8]) -> Result<Self, ErrorCode> {
-        let mut reader = Reader::new(bytes);
+    /// What `encode` wrote, from the reader's position.
+    pub fn decode_from(reader: &mut Reader<'_>) -> Result<Self, ErrorCode> {
         let mut state = Self::default();
         for _ in 0..reader.u32()? {
             let partition = reader.u64()?;
-            state.windows.insert(partition, DedupWindow::decode(&mut reader)?);
+            state.windows.insert(partition, DedupWindow::decode(reader)?);
         }
         for _ in 0..reader.u32()? {
             let partition = reader.u64()?;
-            state.producers.insert(partition, ProducerTable::decode(&mut reader)?);
+            state.producers.insert(partition, ProducerTable::decode(reader)?);
         }
-        reader.finish()?;
         Ok(state)
     }
 }

@@ -15,7 +15,7 @@ use iggy::prelude::*;
 use rill_tests::raw::{self, Request};
 use rill_tests::{connect_root, create_stream_and_topic, id, message, poll_all};
 
-use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_of, start_cluster_with, streams_on};
+use crate::cluster::{Cluster, create_through_any, eventually, start_cluster_with, streams_on};
 
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(40);
 pub(crate) const PARTITIONS: u32 = 4;
@@ -615,62 +615,40 @@ pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64
     .await
 }
 
-/// A one-node cluster that first runs without partition groups stores messages no group
-/// recorded; started again with `replicate_partitions`, the group that would carry them
-/// refuses every send (its state would number them from 0 again, and the log, already
-/// past that, would drop them after acknowledging), says why and which directory, and the
-/// stored messages still read back; with that directory moved out, the node takes sends
-/// again from offset 0.
-#[tokio::test]
-async fn a_group_refuses_sends_to_a_partition_it_has_no_record_of() -> anyhow::Result<()> {
-    let mut cluster = start_cluster_of(1, &|_| vec![("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string())])?;
-    let address = cluster.addresses[0].clone();
+/// A cluster that ran without partition groups (metadata replicated, messages only on the
+/// node that took them) restarts with them: node 0's copies, which hold messages no group
+/// recorded, are proposed to their groups and adopted, nodes 1 and 2 fetch them, sends go
+/// on after them, and the consumer offset stored before is kept. The node logs that it
+/// brought them in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_written_without_groups_are_brought_into_them_on_every_node() -> anyhow::Result<()> {
+    let mut cluster = start_cluster_with(&|_| vec![("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string())])?;
     let client = client_once_committing(&cluster).await?;
-    let topic = create_stream_and_topic(&client, "unrecorded", "t", 1).await?;
-    assert!(send(&client, topic, 0, 1, 3).await, "a send without partition groups");
+    let topic = create_stream_and_topic(&client, "unrecorded", "t", PARTITIONS).await?;
+    let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
+    let mut next_id = 1u128;
+    send_round(&client, topic, "before the groups", &mut next_id, &mut acknowledged).await?;
+    let reader = Consumer::new(id(7));
+    client.store_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(0), 5).await?;
     drop(client);
 
-    let node = &mut cluster.nodes[0];
-    node.stop_graceful()?;
-    node.set_env("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true");
-    let http = format!("127.0.0.1:{}", rill_tests::free_port());
-    node.set_env("IGGY_HTTP_ENABLED", "true");
-    node.set_env("IGGY_HTTP_ADDRESS", &http);
-    node.restart()?;
-    let client = connect_root(&address).await?;
-    assert!(!send(&client, topic, 0, 4, 1).await, "a send the group has no offsets for is refused");
-    let logs = cluster.nodes[0].logs_of_last_launch();
-    assert!(logs.contains("has no record of"), "the node says why:\n{logs}");
-    // `/metrics` says so too: one group halted, the metadata replica well.
-    let token = client.create_personal_access_token("watch", IggyExpiry::NeverExpire).await?.token;
-    let (_, text) = rill_tests::http::get(&http, "/metrics", Some(&token))?;
-    let halted: Vec<u64> = (0..SHARDS)
-        .filter_map(|group| {
-            rill_tests::http::metric(&text, &format!("rill_partition_group_halted{{group=\"{group}\"}}"))
-        })
-        .collect();
-    assert_eq!(halted.iter().sum::<u64>(), 1, "one of {SHARDS} groups halted: {halted:?}\n{text}");
-    assert_eq!(halted.len(), usize::from(SHARDS), "every group reports");
-    assert_eq!(rill_tests::http::metric(&text, "rill_metadata_halted"), Some(0));
-    assert_eq!(rill_tests::http::metric(&text, "rill_metadata_normal"), Some(1));
+    for node in &mut cluster.nodes {
+        node.stop_graceful()?;
+        node.set_env("IGGY_CLUSTER_REPLICATE_PARTITIONS", "true");
+    }
+    for node in &mut cluster.nodes {
+        node.restart()?;
+    }
+    eventually(TIMEOUT, "the cluster commits again", || create_through_any(&cluster, &[0, 1, 2], "again")).await?;
+    let client = connect_root(&cluster.addresses[0]).await?;
+    send_round(&client, topic, "with the groups", &mut next_id, &mut acknowledged).await?;
+    every_node_serves(&cluster, topic, &acknowledged).await?;
     let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
     let ids: Vec<u128> = held.iter().map(|m| m.header.id).collect();
-    assert_eq!(ids, [1, 2, 3], "what was stored before reads back, and nothing else");
-    drop(client);
-
-    // The way on that the log names: the partition's directory moved out of the data directory.
-    let node = &mut cluster.nodes[0];
-    node.stop_graceful()?;
-    let dir = node.data_dir().join(format!("streams/{}/topics/{}/partitions/0", topic.0, topic.1));
-    assert!(logs.contains(&dir.display().to_string()), "the log names {}:\n{logs}", dir.display());
-    let aside = node.data_dir().with_extension("moved-out");
-    std::fs::rename(&dir, &aside)?;
-    node.restart()?;
-    let client = connect_root(&address).await?;
-    assert!(send(&client, topic, 0, 5, 2).await, "with the directory moved out, the group takes sends");
-    let held = poll_all(&client, &id(topic.0), &id(topic.1), 0).await?;
-    let ids: Vec<(u64, u128)> = held.iter().map(|m| (m.header.offset, m.header.id)).collect();
-    assert_eq!(ids, [(0, 5), (1, 6)], "the partition starts again from offset 0");
-    assert!(rill_tests::files_under(&aside).iter().any(|f| f.extension().is_some_and(|e| e == "log")));
+    assert_eq!(ids, acknowledged[&0], "partition 0: the messages from before, then the new ones");
+    let stored = client.get_consumer_offset(&reader, &id(topic.0), &id(topic.1), Some(0)).await?;
+    assert_eq!(stored.map(|info| info.stored_offset), Some(5), "the offset stored before the groups");
+    let logs = cluster.nodes[0].logs_of_last_launch();
+    assert!(logs.contains("brought into it"), "node 0 says it brought its copies in:\n{logs}");
     Ok(())
 }
