@@ -1,6 +1,6 @@
 //! Wiring a clustered node: the replica plane's listener and connections with their key
 //! handshake and TLS, the replica's tick, and the root account, which the primary of a new
-//! cluster commits once it runs; with `replicate_partitions`, each shard's partition group
+//! cluster commits once it runs; and (unless `replicate_partitions` is off) each shard's partition group
 //! and its own plane, at the replica port + 1 + the shard's index.
 
 use std::rc::Rc;
@@ -58,8 +58,11 @@ pub async fn bind(
         other => other,
     };
     let listener = rill_adapter_replica_tcp::bind(address).await.context("starting the replica plane")?;
-    if cluster.replicate_partitions {
-        tracing::warn!("partitions are replicated through partition groups: an experimental feature (docs/vsr.md)");
+    if !cluster.replicate_partitions {
+        tracing::warn!(
+            "cluster.replicate_partitions = false: messages stay on the node that took them, and are lost \
+             with it; only metadata is replicated"
+        );
     }
     let (auth, tls) = (security.keys.enabled(), security.tls.is_some());
     tracing::info!(replica = cluster.replica_id, %address, replicas = cluster.replicas.len(), auth, tls, "replica plane listening");

@@ -23,8 +23,8 @@ pub struct ClusterConfig {
     pub websocket_addresses: Vec<String>,
     /// Where the replica plane binds, when not at the roster address (empty: the roster's).
     pub listen_address: String,
-    /// Partitions are replicated through their shard's partition group (experimental;
-    /// off: messages stay on the node that took them).
+    /// Partitions are replicated through their shard's partition group (the default; off:
+    /// messages stay on the node that took them).
     pub replicate_partitions: bool,
     pub replica_id: u8,
     /// `[cluster.auth]` and `[cluster.tls]`.

@@ -23,6 +23,9 @@ fn start() -> anyhow::Result<(Cluster, Vec<ReplicaProxy>)> {
         vec![
             ("IGGY_CLUSTER_REPLICAS", roster.clone()),
             ("IGGY_CLUSTER_LISTEN_ADDRESS", format!("127.0.0.1:{}", listen[node])),
+            // The proxies stand before the metadata plane only (partition_group_faults.rs
+            // puts them before the groups').
+            ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "false".to_owned()),
         ]
     })?;
     Ok((cluster, proxies))

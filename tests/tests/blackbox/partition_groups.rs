@@ -622,7 +622,12 @@ pub(crate) async fn every_node_holds(cluster: &Cluster, stream: &str, total: u64
 /// brought them in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_written_without_groups_are_brought_into_them_on_every_node() -> anyhow::Result<()> {
-    let mut cluster = start_cluster_with(&|_| vec![("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string())])?;
+    let mut cluster = start_cluster_with(&|_| {
+        vec![
+            ("IGGY_SYSTEM_SHARDING_CPU_ALLOCATION", SHARDS.to_string()),
+            ("IGGY_CLUSTER_REPLICATE_PARTITIONS", "false".to_owned()),
+        ]
+    })?;
     let client = client_once_committing(&cluster).await?;
     let topic = create_stream_and_topic(&client, "unrecorded", "t", PARTITIONS).await?;
     let mut acknowledged: BTreeMap<u32, Vec<u128>> = BTreeMap::new();
