@@ -2,7 +2,8 @@
 # The replicated send path next to one node, release builds on loopback: rill-bench's send
 # workload against one node, then against node 0 of a three-node cluster with
 # replicate_partitions (two shards per node), then rill-failover (kill -9 of node 1, the
-# first primary of partition group 1, under one-message sends). `just cluster-bench`.
+# first primary of partition group 1, under one-message sends), FAILOVERS times on fresh clusters,
+# with their median. `just cluster-bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p rill-bootstrap -p rill-tests --bin rill-server --bin rill-bench --bin rill-failover
@@ -56,6 +57,17 @@ start_cluster bench
 "$bin/rill-bench" --address "127.0.0.1:${tcp[0]}" $args
 for pid in "${node_pids[@]}"; do kill "$pid"; done
 
-echo "== failover"
-start_cluster failover
-"$bin/rill-failover" --address "127.0.0.1:${tcp[0]}" --kill-pid "${node_pids[1]}"
+# FAILOVERS (default 10) runs, each on a fresh cluster; the median of the worst partition's
+# time from kill -9 to its next acknowledged send.
+runs=${FAILOVERS:-10}
+echo "== failover ($runs runs)"
+times=()
+for run in $(seq 1 "$runs"); do
+  start_cluster "failover-$run"
+  out=$("$bin/rill-failover" --address "127.0.0.1:${tcp[0]}" --kill-pid "${node_pids[1]}")
+  [ "$run" = 1 ] && echo "$out"
+  times+=("$(echo "$out" | sed -n 's/^failover (kill -9 to the next acknowledged send, worst partition): \([0-9.]*\) ms$/\1/p')")
+  for pid in "${node_pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+done
+printf '%s\n' "${times[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "failover over %d runs (ms): min %s, median %s, max %s\n", NR, v[1], (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[NR] }'
+echo "times: ${times[*]}"
