@@ -32,7 +32,9 @@ impl<E: Env> PartitionGroup<E> {
                     return Err(ErrorCode::PartitionNotFound);
                 }
                 store.refuse_below_floor()?;
-                self.replicate_send(store, namespace, batch, (stream_id, topic_id)).await.map(Reply::Answer)
+                self.replicate_send(store, (namespace, &partition), batch, (stream_id, topic_id))
+                    .await
+                    .map(Reply::Answer)
             }
             PartitionOp::StoreOffset { key, offset } => {
                 store.owned(namespace)?;
@@ -167,7 +169,7 @@ impl<E: Env> PartitionGroup<E> {
     async fn replicate_send(
         &self,
         store: &PartitionStore<E>,
-        namespace: Namespace,
+        (namespace, partition): (Namespace, &Partition<E::Storage>),
         batch: PoolSlice,
         (stream_id, topic_id): (u32, u32),
     ) -> ShardReply {
@@ -182,7 +184,6 @@ impl<E: Env> PartitionGroup<E> {
         // group's state drops the duplicates and recognises the producer's retries, on every
         // replica alike and across failovers.
         let settings = {
-            let partition = store.owned(namespace)?;
             let log = partition.log.lock().await;
             let dedup = log.settings.deduplication.map(|window| (window.max_entries as u32, window.expiry_us));
             partition_group::OnceSettings { dedup, producer_expiry_us: log.settings.producer_expiry_us }
